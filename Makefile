@@ -1,0 +1,54 @@
+# podkit: `make test` and `make demo` set up everything they need on a fresh Debian machine.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+# Debian packages that provide the real parts podkit drives (binary -> package).
+DEB_PARTS := runc:runc crun:crun conmon:conmon /usr/lib/cni/bridge:containernetworking-plugins \
+	/bin/busybox:busybox-static iptables:iptables ip:iproute2 docker-registry:docker-registry
+
+.PHONY: test demo lint typecheck unit bench system-deps venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,grpc]'
+	touch $@
+
+system-deps:
+	@missing=""; for pair in $(DEB_PARTS); do \
+		bin=$${pair%%:*}; pkg=$${pair##*:}; \
+		if ! { [ -x "$$bin" ] || command -v "$$bin" >/dev/null 2>&1; }; then missing="$$missing $$pkg"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing:$$missing"; \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+		else echo "not root: not installing$$missing (integration tests will skip)"; fi; \
+	fi
+
+lint: venv
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+
+typecheck: venv
+	$(VENV)/bin/mypy --strict src
+
+test: venv system-deps lint typecheck
+	@rc=0; scripts/isolated $(VENV)/bin/pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc = 5 ]; then echo "pytest collected no tests: failing" >&2; fi; exit $$rc
+
+unit: venv
+	$(VENV)/bin/pytest -m "not integration" $(PYTEST_ARGS)
+
+demo: venv system-deps
+	scripts/isolated $(PY) scripts/demo.py
+
+bench: venv system-deps
+	for b in benchmarks/bench_*.py; do scripts/isolated $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

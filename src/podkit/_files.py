@@ -1,0 +1,114 @@
+"""File helpers every layer shares: atomic writes, advisory locks, ID validation, safe joins."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from podkit.errors import ConflictError, InvalidArgumentError
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "atomic_write",
+    "file_lock",
+    "fsync_dir",
+    "safe_join",
+    "validate_id",
+]
+
+MAX_ID_LENGTH = 128
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+
+StrPath = str | os.PathLike[str]
+
+
+def validate_id(value: str, what: str = "ID") -> str:
+    """Return ``value`` if it is safe as a single path component, else raise.
+
+    IDs become directory and file names, so they must match ``[A-Za-z0-9][A-Za-z0-9_.-]*``,
+    be at most ``MAX_ID_LENGTH`` characters and never be ``.`` or ``..``.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"invalid {what} {value!r}: must be a string")
+    if not value:
+        raise InvalidArgumentError(f"invalid {what}: must not be empty")
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidArgumentError(
+            f"invalid {what} {value[:32]!r}...: longer than {MAX_ID_LENGTH} characters"
+        )
+    if not _ID_RE.match(value):
+        raise InvalidArgumentError(
+            f"invalid {what} {value!r}: must match [A-Za-z0-9][A-Za-z0-9_.-]*"
+        )
+    return value
+
+
+def safe_join(base: StrPath, *parts: str) -> Path:
+    """Join ``parts`` under ``base``, refusing separators, ``..`` and empty parts."""
+    path = Path(base)
+    for part in parts:
+        if not part or part in (".", "..") or "/" in part or "\0" in part:
+            raise InvalidArgumentError(f"unsafe path component {part!r} under {os.fspath(base)}")
+        path = path / part
+    return path
+
+
+def fsync_dir(directory: StrPath) -> None:
+    """fsync a directory so a rename or unlink inside it survives a crash."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` so readers see the old file or the new one, never a part.
+
+    Temp file in the same directory, fsync, chmod ``mode``, rename over ``path``, fsync the
+    directory. On any error the temp file is removed and ``path`` is untouched.
+    """
+    target = Path(path)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(target.parent)
+
+
+@contextlib.contextmanager
+def file_lock(path: StrPath, *, shared: bool = False, blocking: bool = True) -> Iterator[int]:
+    """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block.
+
+    Serialises processes and threads alike (each call opens its own file description).
+    With ``blocking=False`` a held lock raises ``ConflictError`` instead of waiting.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        if not blocking:
+            op |= fcntl.LOCK_NB
+        try:
+            fcntl.flock(fd, op)
+        except OSError as e:
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise ConflictError(f"{os.fspath(path)} is locked by another process") from e
+            raise
+        yield fd
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock

@@ -1,0 +1,8 @@
+"""OCI runtime-spec 1.3: typed models, lossless JSON codec, validation, defaults, spec options."""
+
+from podkit.oci.codec import SpecError
+from podkit.oci.features import Features, LinuxFeatures
+from podkit.oci.spec import *  # noqa: F403
+from podkit.oci.spec import __all__ as _spec_all
+
+__all__ = [*_spec_all, "Features", "LinuxFeatures", "SpecError"]

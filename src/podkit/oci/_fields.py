@@ -1,0 +1,45 @@
+"""Field declarations shared by the OCI models: wire names, integer ranges, requiredness.
+
+The codec reads this metadata; models stay plain attrs classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+# Integer kinds and their inclusive ranges (Go types of specs-go).
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "int": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint": (0, 2**64 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+
+
+def _meta(wire: str | None, kind: str | None, required: bool) -> dict[str, Any]:
+    md: dict[str, Any] = {"required": required}
+    if wire is not None:
+        md["wire"] = wire
+    if kind is not None:
+        md["int"] = kind
+    return md
+
+
+def opt(kind: str | None = None, *, wire: str | None = None) -> Any:
+    """An optional field: ``None`` means absent on the wire (Go ``*T`` / ``omitempty``)."""
+    return attrs.field(default=None, metadata=_meta(wire, kind, False), kw_only=True)
+
+
+def req(kind: str | None = None, *, wire: str | None = None, default: Any = attrs.NOTHING) -> Any:
+    """A field the spec marks REQUIRED; the loader rejects a document without it."""
+    return attrs.field(default=default, metadata=_meta(wire, kind, True), kw_only=True)
+
+
+def extra() -> Any:
+    """Unknown wire keys kept verbatim so a round-trip loses nothing."""
+    return attrs.field(factory=dict, repr=False, kw_only=True, metadata={"extra": True})

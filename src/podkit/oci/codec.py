@@ -1,0 +1,269 @@
+"""The OCI JSON codec: attrs models <-> JSON documents, lossless and path-aware.
+
+One converter for the whole OCI wire format, driven by field metadata (``_fields``): camelCase
+wire names, integer ranges, required keys. ``None`` is *absent*; an explicit JSON ``null`` and
+unknown keys are kept in ``extra`` so that ``to_dict(from_dict(d)) == d`` for every valid ``d``.
+Per-class encode/decode tables are built once, on first use.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from podkit import _files
+from podkit.errors import InvalidArgumentError
+from podkit.oci._fields import INT_RANGES
+
+__all__ = ["SpecError", "deep_copy", "dump", "dumps", "load", "loads", "structure", "unstructure"]
+
+T = TypeVar("T")
+
+
+class SpecError(InvalidArgumentError):
+    """A document that cannot be an OCI spec: names the JSON path and, if known, the file."""
+
+    def __init__(self, path: str, message: str, source: str | None = None) -> None:
+        self.path = path
+        self.message = message
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{path}: {message}")
+
+
+Decoder = Callable[[Any, str], Any]
+Encoder = Callable[[Any], Any]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.rstrip("_").split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def _type_name(v: Any) -> str:
+    if v is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(v), type(v).__name__)
+
+
+def _str(v: Any, path: str) -> str:
+    if type(v) is not str:
+        raise SpecError(path, f"expected a string, got {_type_name(v)} {v!r}")
+    return v
+
+
+def _bool(v: Any, path: str) -> bool:
+    if type(v) is not bool:
+        raise SpecError(path, f"expected a boolean, got {_type_name(v)} {v!r}")
+    return v
+
+
+def _any(v: Any, path: str) -> Any:
+    return copy.deepcopy(v) if isinstance(v, (dict, list)) else v
+
+
+def _int_decoder(kind: str) -> Decoder:
+    lo, hi = INT_RANGES[kind]
+
+    def dec(v: Any, path: str) -> int:
+        if type(v) is not int:
+            raise SpecError(path, f"expected an integer ({kind}), got {_type_name(v)} {v!r}")
+        if not lo <= v <= hi:
+            raise SpecError(path, f"{v} is out of range for {kind} [{lo}, {hi}]")
+        return v
+
+    return dec
+
+
+def _list_decoder(item: Decoder) -> Decoder:
+    def dec(v: Any, path: str) -> list[Any]:
+        if type(v) is not list:
+            raise SpecError(path, f"expected an array, got {_type_name(v)} {v!r}")
+        return [item(x, f"{path}[{i}]") for i, x in enumerate(v)]
+
+    return dec
+
+
+def _dict_decoder(value: Decoder) -> Decoder:
+    def dec(v: Any, path: str) -> dict[str, Any]:
+        if type(v) is not dict:
+            raise SpecError(path, f"expected an object, got {_type_name(v)} {v!r}")
+        return {k: value(x, f"{path}.{k}") for k, x in v.items()}
+
+    return dec
+
+
+def _decoder_for(tp: Any, kind: str | None) -> Decoder:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        (tp,) = args
+        origin = typing.get_origin(tp)
+    if tp is str:
+        return _str
+    if tp is bool:
+        return _bool
+    if tp is int:
+        return _int_decoder(kind or "int64")
+    if tp is Any:
+        return _any
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return _list_decoder(_decoder_for(item, kind))
+    if origin is dict:
+        _, value = typing.get_args(tp)
+        return _dict_decoder(_decoder_for(value, kind))
+    if attrs.has(tp):
+        return lambda v, path: _structure_cls(v, tp, path)
+    raise TypeError(f"podkit.oci.codec: no decoder for {tp!r}")
+
+
+def _encoder_for(tp: Any) -> Encoder | None:
+    """None means the value is already plain JSON (str/int/bool or lists/dicts of them)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        (tp,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        origin = typing.get_origin(tp)
+    if tp is Any:
+        return copy.deepcopy
+    if origin is list:
+        item = _encoder_for(typing.get_args(tp)[0])
+        if item is None:
+            return list
+        return lambda v: [item(x) for x in v]
+    if origin is dict:
+        value = _encoder_for(typing.get_args(tp)[1])
+        if value is None:
+            return dict
+        return lambda v: {k: value(x) for k, x in v.items()}
+    if attrs.has(tp):
+        return unstructure
+    return None
+
+
+@attrs.frozen
+class _Field:
+    name: str
+    wire: str
+    required: bool
+    decode: Decoder
+    encode: Encoder | None
+
+
+@attrs.frozen
+class _Table:
+    fields: tuple[_Field, ...]
+    by_wire: dict[str, _Field]
+
+
+_TABLES: dict[type, _Table] = {}
+
+
+def _table(cls: type) -> _Table:
+    table = _TABLES.get(cls)
+    if table is None:
+        hints = typing.get_type_hints(cls)
+        fields = tuple(
+            _Field(
+                name=f.name,
+                wire=f.metadata.get("wire") or _camel(f.name),
+                required=bool(f.metadata.get("required")),
+                decode=_decoder_for(hints[f.name], f.metadata.get("int")),
+                encode=_encoder_for(hints[f.name]),
+            )
+            for f in attrs.fields(cls)
+            if not f.metadata.get("extra")
+        )
+        table = _Table(fields, {f.wire: f for f in fields})
+        _TABLES[cls] = table
+    return table
+
+
+def _structure_cls(data: Any, cls: type[T], path: str) -> T:
+    if type(data) is not dict:
+        raise SpecError(path, f"expected an object ({cls.__name__}), got {_type_name(data)}")
+    table = _table(cls)
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in data.items():
+        f = table.by_wire.get(key)
+        if f is None:
+            extra[key] = copy.deepcopy(value)
+        elif value is None:
+            extra[key] = None  # explicit null: absent for podkit, written back as null
+        else:
+            kwargs[f.name] = f.decode(value, f"{path}.{key}")
+    for f in table.fields:
+        if f.required and f.name not in kwargs:
+            raise SpecError(path, f"missing required key {f.wire!r}")
+    obj = cls(**kwargs)
+    if extra:
+        obj.extra = extra  # type: ignore[attr-defined]
+    return obj
+
+
+def structure(data: Any, cls: type[T], *, source: str | None = None) -> T:
+    """Decode a JSON value into model ``cls``; raise ``SpecError`` with the JSON path."""
+    try:
+        return _structure_cls(data, cls, "$")
+    except SpecError as e:
+        if source and not e.source:
+            raise SpecError(e.path, e.message, source) from None
+        raise
+
+
+def unstructure(obj: Any) -> dict[str, Any]:
+    """Encode a model to plain JSON values; absent (``None``) fields are left out."""
+    out: dict[str, Any] = {}
+    for f in _table(type(obj)).fields:
+        value = getattr(obj, f.name)
+        if value is not None:
+            out[f.wire] = value if f.encode is None else f.encode(value)
+    extra: dict[str, Any] = obj.extra
+    for key, value in extra.items():
+        if key not in out:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def loads(text: str | bytes, cls: type[T], *, source: str | None = None) -> T:
+    """Parse JSON text into ``cls``; malformed JSON is a ``SpecError`` too."""
+    try:
+        data = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SpecError("$", f"malformed JSON: {e}", source) from None
+    return structure(data, cls, source=source)
+
+
+def load(path: str | os.PathLike[str], cls: type[T]) -> T:
+    """Read and parse a JSON file into ``cls``."""
+    p = Path(path)
+    try:
+        text = p.read_bytes()
+    except OSError as e:
+        raise SpecError("$", f"cannot read: {e.strerror}", str(p)) from None
+    return loads(text, cls, source=str(p))
+
+
+def dumps(obj: Any, *, indent: int | None = None) -> str:
+    """Serialise a model to JSON text (keys in model order, extras last)."""
+    return json.dumps(unstructure(obj), indent=indent, ensure_ascii=False)
+
+
+def dump(obj: Any, path: str | os.PathLike[str], *, mode: int = 0o644) -> None:
+    """Write a model as JSON to ``path`` atomically."""
+    _files.atomic_write(path, dumps(obj) + "\n", mode=mode)
+
+
+def deep_copy(obj: T) -> T:
+    """A deep copy of a model."""
+    return copy.deepcopy(obj)
