@@ -1,0 +1,96 @@
+"""Tests for podkit._files: atomic writes, locks, ID validation, safe joins."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podkit import _files
+from podkit.errors import ConflictError, InvalidArgumentError, PodkitError
+
+
+@pytest.mark.parametrize("value", ["a", "abc-123", "A.b_c-d", "0", "x" * _files.MAX_ID_LENGTH])
+def test_validate_id_accepts(value: str) -> None:
+    assert _files.validate_id(value) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", ".", "..", "-a", "_a", ".hidden", "a/b", "../x", "a b", "a\0b", "é", "x" * 129],
+)
+def test_validate_id_rejects_with_value_in_message(value: str) -> None:
+    with pytest.raises(InvalidArgumentError) as exc:
+        _files.validate_id(value, "container ID")
+    assert "container ID" in str(exc.value)
+    assert isinstance(exc.value, PodkitError) and isinstance(exc.value, ValueError)
+
+
+def test_validate_id_rejects_non_string() -> None:
+    with pytest.raises(InvalidArgumentError, match="must be a string"):
+        _files.validate_id(123)  # type: ignore[arg-type]
+
+
+def test_safe_join(tmp_path: Path) -> None:
+    assert _files.safe_join(tmp_path, "a", "b") == tmp_path / "a" / "b"
+    for bad in ("..", ".", "", "a/b", "/abs"):
+        with pytest.raises(InvalidArgumentError, match="unsafe path component"):
+            _files.safe_join(tmp_path, "ok", bad)
+
+
+def test_atomic_write_creates_with_mode(tmp_path: Path) -> None:
+    target = tmp_path / "f.json"
+    _files.atomic_write(target, "hello", mode=0o600)
+    assert target.read_text() == "hello"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    _files.atomic_write(target, b"bytes")
+    assert target.read_bytes() == b"bytes"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert os.listdir(tmp_path) == ["f.json"]  # no temp file left
+
+
+def test_atomic_write_failure_keeps_old_content_and_leaves_no_temp(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    target.write_text("old")
+    with pytest.raises(TypeError):
+        _files.atomic_write(target, 12345)  # type: ignore[arg-type]
+    assert target.read_text() == "old"
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_atomic_write_into_missing_dir_raises(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        _files.atomic_write(tmp_path / "missing" / "f", "x")
+
+
+def _hold_lock(path: str, ready: Any, done: Any) -> None:
+    with _files.file_lock(path):
+        ready.set()
+        done.wait(10)
+
+
+def test_file_lock_excludes_other_processes(tmp_path: Path) -> None:
+    lock = str(tmp_path / "lock")
+    ctx = multiprocessing.get_context("fork")
+    ready, done = ctx.Event(), ctx.Event()
+    proc = ctx.Process(target=_hold_lock, args=(lock, ready, done))
+    proc.start()
+    try:
+        assert ready.wait(10)
+        with pytest.raises(ConflictError, match="locked"), _files.file_lock(lock, blocking=False):
+            pass
+    finally:
+        done.set()
+        proc.join(10)
+    with _files.file_lock(lock, blocking=False):
+        pass
+
+
+def test_shared_locks_coexist(tmp_path: Path) -> None:
+    lock = tmp_path / "lock"
+    with _files.file_lock(lock, shared=True), _files.file_lock(lock, shared=True, blocking=False):
+        pass
