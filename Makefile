@@ -32,7 +32,7 @@ system-deps:
 	fi
 
 lint: venv
-	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff check $(wildcard src tests benchmarks scripts)
 
 typecheck: venv
 	$(VENV)/bin/mypy --strict src
