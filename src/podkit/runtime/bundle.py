@@ -1,0 +1,119 @@
+"""OCI bundle directories: ``config.json`` written atomically next to (or pointing at) a rootfs.
+
+Rootfs decision: ``Bundle.create(dir, spec, rootfs=path)`` does not copy, bind-mount or
+symlink anything. It writes ``root.path`` into the bundle's ``config.json`` as the absolute path
+of ``rootfs`` (the runtime-spec allows absolute paths), unless ``rootfs`` is ``<dir>/rootfs``,
+which is written as the relative ``"rootfs"``. Nothing is mounted, so nothing can leak and
+``remove()`` never touches the rootfs contents outside the bundle directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from podkit import _files, oci
+from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError
+from podkit.oci import codec
+
+__all__ = ["CONFIG_FILE", "Bundle"]
+
+CONFIG_FILE = "config.json"
+
+
+class Bundle:
+    """An OCI bundle on disk: ``path`` (absolute), ``config_path`` and the parsed ``spec``."""
+
+    __slots__ = ("path", "spec")
+
+    def __init__(self, path: str | os.PathLike[str], spec: oci.Spec) -> None:
+        self.path = Path(path).absolute()
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"Bundle({str(self.path)!r})"
+
+    @property
+    def config_path(self) -> Path:
+        """``<path>/config.json``."""
+        return self.path / CONFIG_FILE
+
+    @property
+    def rootfs(self) -> Path | None:
+        """The rootfs directory ``root.path`` points at (resolved against ``path``)."""
+        if self.spec.root is None:
+            return None
+        return self.path / self.spec.root.path
+
+    @classmethod
+    def create(
+        cls,
+        dir: str | os.PathLike[str],
+        spec: oci.Spec,
+        rootfs: str | os.PathLike[str] | None = None,
+        *,
+        mode: int = 0o600,
+    ) -> Bundle:
+        """Write ``spec`` (a copy, with ``root.path`` set from ``rootfs``) as ``dir/config.json``.
+
+        ``dir`` is created when missing. The rootfs must be an existing directory, else
+        ``InvalidArgumentError``; ``spec`` itself is never modified.
+        """
+        path = Path(dir).absolute()
+        spec = spec.copy()
+        if rootfs is not None:
+            root_dir = Path(rootfs).absolute()
+            value = "rootfs" if root_dir == path / "rootfs" else str(root_dir)
+            if spec.root is None:
+                spec.root = _root(value)
+            else:
+                spec.root.path = value
+        if spec.root is None or not spec.root.path:
+            raise InvalidArgumentError(
+                f"bundle {path}: the spec has no root.path and no rootfs was given"
+            )
+        resolved = path / spec.root.path
+        if not resolved.is_dir():
+            raise InvalidArgumentError(
+                f"bundle {path}: rootfs {resolved} (root.path {spec.root.path!r}) "
+                "is not a directory"
+            )
+        created = not path.exists()
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            _files.atomic_write(path / CONFIG_FILE, spec.to_json(indent=2), mode=mode)
+        except BaseException:
+            if created:
+                shutil.rmtree(path, ignore_errors=True)
+            raise
+        return cls(path, spec)
+
+    @classmethod
+    def load(cls, dir: str | os.PathLike[str]) -> Bundle:
+        """Read an existing bundle; ``NotFoundError`` without ``config.json``."""
+        path = Path(dir).absolute()
+        config = path / CONFIG_FILE
+        if not config.is_file():
+            raise NotFoundError(f"bundle {path}: no {CONFIG_FILE}")
+        return cls(path, oci.Spec.load(config))
+
+    def remove(self) -> None:
+        """Delete the bundle directory; refuses when a mount point is inside it.
+
+        A rootfs outside the directory (absolute ``root.path``) is left alone.
+        """
+        if not self.path.exists():
+            return
+        for dirpath, dirnames, _ in os.walk(self.path):
+            for name in dirnames:
+                if os.path.ismount(os.path.join(dirpath, name)):
+                    raise ConflictError(
+                        f"bundle {self.path}: {os.path.join(dirpath, name)} is a mount point; "
+                        "unmount it before removing the bundle"
+                    )
+        shutil.rmtree(self.path)
+
+
+def _root(value: str) -> oci.Root:
+    return codec.structure({"path": value}, oci.Root)

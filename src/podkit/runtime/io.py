@@ -1,0 +1,190 @@
+"""Container stdio for runtime commands: null, pipes, files, the caller's own stdio.
+
+An ``IO`` tells the adapter which file descriptors become the runtime process's stdin, stdout
+and stderr (the container inherits them from ``runc create``/``run``/``exec``), and what to close
+in the parent once the runtime command has started. podkit never reads such a pipe to EOF while
+waiting for the runtime command: the container keeps the write end open for its whole life.
+The TTY (console socket) and the CRI log writer live in ``console.py`` / ``logs.py`` and use the
+same protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import IO as _FileObj
+from typing import Protocol, runtime_checkable
+
+__all__ = ["IO", "FileIO", "InheritIO", "NullIO", "PipeIO"]
+
+
+@runtime_checkable
+class IO(Protocol):
+    """Stdio of a container process, as handed to the runtime command."""
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """Descriptors for the child's stdin, stdout, stderr (``None``: ``/dev/null``)."""
+        ...
+
+    def close_after_start(self) -> None:
+        """Close the parent's copies of the child-side descriptors (the child holds its own)."""
+        ...
+
+    def close(self) -> None:
+        """Release every descriptor this IO still holds."""
+        ...
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+class NullIO:
+    """Everything to and from ``/dev/null`` (go-runc ``NewNullIO``)."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """``/dev/null`` for all three."""
+        if self._fd is None:
+            self._fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        return self._fd, self._fd, self._fd
+
+    def close_after_start(self) -> None:
+        """Close ``/dev/null``."""
+        self.close()
+
+    def close(self) -> None:
+        """Close ``/dev/null``."""
+        _close(self._fd)
+        self._fd = None
+
+
+class InheritIO:
+    """The caller's own stdin/stdout/stderr (go-runc ``NewSTDIO``); nothing to close."""
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """Descriptors 0, 1 and 2."""
+        return 0, 1, 2
+
+    def close_after_start(self) -> None:
+        """Nothing: the caller's stdio stays open."""
+
+    def close(self) -> None:
+        """Nothing: the caller's stdio stays open."""
+
+
+class PipeIO:
+    """One pipe per stream; the parent keeps ``stdin`` (write), ``stdout``/``stderr`` (read).
+
+    ``uid``/``gid`` chown the child-side ends so a non-root container user can open
+    ``/proc/self/fd/N`` on them (go-runc ``NewPipeIO``). Read the parent ends concurrently
+    (threads or selectors) while the container runs; they reach EOF when every process holding
+    the child end has exited.
+    """
+
+    def __init__(
+        self,
+        uid: int | None = None,
+        gid: int | None = None,
+        *,
+        stdin: bool = True,
+        stdout: bool = True,
+        stderr: bool = True,
+    ) -> None:
+        self.stdin: _FileObj[bytes] | None = None
+        self.stdout: _FileObj[bytes] | None = None
+        self.stderr: _FileObj[bytes] | None = None
+        self._child: list[int | None] = [None, None, None]
+        try:
+            if stdin:
+                r, w = os.pipe()
+                self._child[0] = r
+                self.stdin = os.fdopen(w, "wb", buffering=0)
+            if stdout:
+                r, w = os.pipe()
+                self._child[1] = w
+                self.stdout = os.fdopen(r, "rb", buffering=0)
+            if stderr:
+                r, w = os.pipe()
+                self._child[2] = w
+                self.stderr = os.fdopen(r, "rb", buffering=0)
+            if uid is not None or gid is not None:
+                for fd in self._child:
+                    if fd is not None:
+                        os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+        except BaseException:
+            self.close()
+            raise
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """The child-side ends (``None`` for a stream not requested)."""
+        return self._child[0], self._child[1], self._child[2]
+
+    def close_after_start(self) -> None:
+        """Close the child-side ends so EOF arrives when the container closes its copies."""
+        for i, fd in enumerate(self._child):
+            _close(fd)
+            self._child[i] = None
+
+    def close(self) -> None:
+        """Close both ends of every pipe."""
+        self.close_after_start()
+        for f in (self.stdin, self.stdout, self.stderr):
+            if f is not None:
+                f.close()
+
+
+class FileIO:
+    """stdout and stderr appended to files (stderr to the stdout file when not given).
+
+    ``stdin_path`` (optional) is opened read-only; without it stdin is ``/dev/null``.
+    """
+
+    def __init__(
+        self,
+        stdout_path: str | os.PathLike[str],
+        stderr_path: str | os.PathLike[str] | None = None,
+        *,
+        stdin_path: str | os.PathLike[str] | None = None,
+        mode: int = 0o640,
+    ) -> None:
+        self.stdout_path = Path(stdout_path)
+        self.stderr_path = Path(stderr_path) if stderr_path is not None else self.stdout_path
+        self.stdin_path = Path(stdin_path) if stdin_path is not None else None
+        self._mode = mode
+        self._fds: list[int] = []
+
+    def _open(self, path: Path, flags: int) -> int:
+        fd = os.open(path, flags | os.O_CLOEXEC, self._mode)
+        self._fds.append(fd)
+        return fd
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """Open the files (append mode) and return their descriptors."""
+        self.close()
+        try:
+            wflags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+            out = self._open(self.stdout_path, wflags)
+            err = out if self.stderr_path == self.stdout_path else self._open(
+                self.stderr_path, wflags
+            )
+            inp = self._open(self.stdin_path, os.O_RDONLY) if self.stdin_path else None
+        except BaseException:
+            self.close()
+            raise
+        return inp, out, err
+
+    def close_after_start(self) -> None:
+        """Close the parent's copies of the files."""
+        self.close()
+
+    def close(self) -> None:
+        """Close every descriptor opened by ``child_fds``."""
+        for fd in self._fds:
+            _close(fd)
+        self._fds = []
