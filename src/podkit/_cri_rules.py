@@ -1,0 +1,186 @@
+"""Small pure rules containerd's CRI plugin applies between a CRI config and an OCI spec.
+
+Kept apart from the builders so each rule is one tested function: names, cgroup paths,
+resolv.conf text, standard annotations, OOM score clamping, capability resolution.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+
+from podkit._config import ContainerMetadata, DNSConfig, PodSandboxMetadata, SandboxConfig
+from podkit.errors import InvalidArgumentError
+
+__all__ = [
+    "ANNOTATION_CONTAINER_NAME",
+    "ANNOTATION_CONTAINER_TYPE",
+    "ANNOTATION_IMAGE_NAME",
+    "ANNOTATION_SANDBOX_ID",
+    "ANNOTATION_SANDBOX_IMAGE",
+    "ANNOTATION_SANDBOX_LOG_DIR",
+    "ANNOTATION_SANDBOX_NAME",
+    "ANNOTATION_SANDBOX_NAMESPACE",
+    "ANNOTATION_SANDBOX_UID",
+    "CONTAINER_TYPE_CONTAINER",
+    "CONTAINER_TYPE_SANDBOX",
+    "cgroups_path",
+    "clamp_oom_score_adj",
+    "container_annotations",
+    "container_name",
+    "current_oom_score_adj",
+    "host_hostname",
+    "merge_env",
+    "resolv_conf",
+    "resolve_capabilities",
+    "sandbox_annotations",
+    "sandbox_name",
+]
+
+ANNOTATION_CONTAINER_TYPE = "io.kubernetes.cri.container-type"
+ANNOTATION_SANDBOX_ID = "io.kubernetes.cri.sandbox-id"
+ANNOTATION_SANDBOX_NAMESPACE = "io.kubernetes.cri.sandbox-namespace"
+ANNOTATION_SANDBOX_UID = "io.kubernetes.cri.sandbox-uid"
+ANNOTATION_SANDBOX_NAME = "io.kubernetes.cri.sandbox-name"
+ANNOTATION_SANDBOX_LOG_DIR = "io.kubernetes.cri.sandbox-log-directory"
+ANNOTATION_SANDBOX_IMAGE = "io.kubernetes.cri.podsandbox.image-name"
+ANNOTATION_CONTAINER_NAME = "io.kubernetes.cri.container-name"
+ANNOTATION_IMAGE_NAME = "io.kubernetes.cri.image-name"
+CONTAINER_TYPE_SANDBOX = "sandbox"
+CONTAINER_TYPE_CONTAINER = "container"
+
+
+def sandbox_name(md: PodSandboxMetadata) -> str:
+    """The unique pod name containerd reserves: ``<name>_<namespace>_<uid>_<attempt>``."""
+    return f"{md.name}_{md.namespace}_{md.uid}_{md.attempt}"
+
+
+def container_name(ctr: ContainerMetadata, pod: PodSandboxMetadata) -> str:
+    """The unique container name: ``<ctr>_<pod>_<namespace>_<uid>_<attempt>``."""
+    return f"{ctr.name}_{pod.name}_{pod.namespace}_{pod.uid}_{ctr.attempt}"
+
+
+def cgroups_path(parent: str, id: str) -> str:
+    """``linux.cgroupsPath`` for ``id`` under ``parent``.
+
+    A parent whose last element ends in ``.slice`` selects the systemd form
+    ``<slice>:cri-podkit:<id>``; otherwise the cgroupfs path ``<parent>/<id>``.
+    """
+    base = posixpath.basename(parent.rstrip("/"))
+    if base.endswith(".slice"):
+        return f"{base}:cri-podkit:{id}"
+    return posixpath.join(parent, id)
+
+
+def resolv_conf(dns: DNSConfig) -> str:
+    """resolv.conf text for a CRI DNS config, in containerd's line order."""
+    lines = []
+    if dns.searches:
+        lines.append("search " + " ".join(dns.searches))
+    lines.extend(f"nameserver {server}" for server in dns.servers)
+    if dns.options:
+        lines.append("options " + " ".join(dns.options))
+    return "".join(line + "\n" for line in lines)
+
+
+def sandbox_annotations(id: str, config: SandboxConfig, pause_image: str) -> dict[str, str]:
+    """The standard ``io.kubernetes.cri.*`` annotations of a pause container."""
+    md = config.metadata
+    return {
+        ANNOTATION_CONTAINER_TYPE: CONTAINER_TYPE_SANDBOX,
+        ANNOTATION_SANDBOX_ID: id,
+        ANNOTATION_SANDBOX_NAMESPACE: md.namespace,
+        ANNOTATION_SANDBOX_UID: md.uid,
+        ANNOTATION_SANDBOX_NAME: md.name,
+        ANNOTATION_SANDBOX_LOG_DIR: config.log_directory,
+        ANNOTATION_SANDBOX_IMAGE: pause_image,
+    }
+
+
+def container_annotations(
+    sandbox_id: str, name: str, image: str, sandbox: SandboxConfig
+) -> dict[str, str]:
+    """The standard ``io.kubernetes.cri.*`` annotations of an application container."""
+    md = sandbox.metadata
+    return {
+        ANNOTATION_CONTAINER_TYPE: CONTAINER_TYPE_CONTAINER,
+        ANNOTATION_SANDBOX_ID: sandbox_id,
+        ANNOTATION_SANDBOX_NAMESPACE: md.namespace,
+        ANNOTATION_SANDBOX_UID: md.uid,
+        ANNOTATION_SANDBOX_NAME: md.name,
+        ANNOTATION_CONTAINER_NAME: name,
+        ANNOTATION_IMAGE_NAME: image,
+    }
+
+
+def current_oom_score_adj(pid: int | str = "self") -> int:
+    """The OOM score adjustment of a process (the floor a process without CAP_SYS_RESOURCE has)."""
+    with open(f"/proc/{pid}/oom_score_adj") as f:
+        return int(f.read().strip())
+
+
+def clamp_oom_score_adj(value: int, floor: int | None) -> int:
+    """Clamp ``value`` to [-1000, 1000] and, when ``floor`` is given, to at least ``floor``.
+
+    Without CAP_SYS_RESOURCE a process cannot lower a score below its own, and runc fails;
+    containerd's ``restrict_oom_score_adj`` clamps to the caller's score instead.
+    """
+    value = max(-1000, min(1000, value))
+    if floor is not None and value < floor:
+        return floor
+    return value
+
+
+def _cap_name(name: str, where: str) -> str:
+    upper = name.strip().upper()
+    if not upper:
+        raise InvalidArgumentError(f"empty capability name in {where}")
+    return upper if upper.startswith("CAP_") else "CAP_" + upper
+
+
+def resolve_capabilities(
+    base: Sequence[str],
+    add: Iterable[str],
+    drop: Iterable[str],
+    all_known: Sequence[str],
+) -> list[str]:
+    """Apply CRI add/drop lists (``ALL`` first, then names) to ``base``, in containerd's order.
+
+    Names may omit ``CAP_`` and any case; unknown names are an error naming the list.
+    """
+    known = set(all_known)
+    adds = [_cap_name(n, "add_capabilities") for n in add]
+    drops = [_cap_name(n, "drop_capabilities") for n in drop]
+    for where, names in (("add_capabilities", adds), ("drop_capabilities", drops)):
+        for n in names:
+            if n != "CAP_ALL" and n not in known:
+                raise InvalidArgumentError(f"unknown capability {n!r} in {where}")
+    caps = list(base)
+    if "CAP_ALL" in adds:
+        caps = list(all_known)
+    if "CAP_ALL" in drops:
+        caps = []
+    for n in adds:
+        if n != "CAP_ALL" and n not in caps:
+            caps.append(n)
+    drop_set = {n for n in drops if n != "CAP_ALL"}
+    return [c for c in caps if c not in drop_set]
+
+
+def merge_env(*groups: Iterable[str] | Mapping[str, str]) -> list[str]:
+    """Merge ``KEY=value`` lists (or mappings) in order; a later key replaces in place."""
+    out: dict[str, str] = {}
+    for group in groups:
+        if isinstance(group, Mapping):
+            out.update(group)
+            continue
+        for entry in group:
+            key, _, value = entry.partition("=")
+            out[key] = value
+    return [f"{k}={v}" for k, v in out.items()]
+
+
+def host_hostname() -> str:
+    """The host's hostname (used when a pod sets none)."""
+    return os.uname().nodename
