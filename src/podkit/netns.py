@@ -1,0 +1,463 @@
+"""Pinned network namespaces: create, open, list, run code inside, remove.
+
+A pinned namespace is an empty file with the namespace's ``nsfs`` inode bind-mounted onto it, as
+``ip netns add`` and containerd's ``pkg/netns`` make them; the namespace lives as long as the mount,
+with no process inside. The file's path is what CNI plugins get as ``CNI_NETNS`` and what an OCI
+spec names in ``linux.namespaces[].path``.
+
+    ns = netns.create("pk-demo", loopback_up=True)      # /var/run/netns/pk-demo
+    links = netns.run_in(ns.path, list_links)            # fn runs inside, in its own thread
+    ns.remove()                                          # unmount + unlink; idempotent
+
+The caller's own namespace is never touched: creation and :func:`run_in` happen in a dedicated OS
+thread that ends afterwards. Netlink work (loopback up) goes through pyroute2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
+
+import attrs
+
+from podkit import errors
+from podkit._files import StrPath, validate_id
+
+__all__ = [
+    "DEFAULT_DIR",
+    "AlreadyExistsError",
+    "InvalidArgumentError",
+    "NetNS",
+    "NetNSError",
+    "NotFoundError",
+    "create",
+    "enter",
+    "exists",
+    "list_netns",
+    "open_netns",
+    "remove",
+    "run_in",
+]
+
+DEFAULT_DIR = "/var/run/netns"
+"""Where ``ip netns`` and containerd pin namespaces (``/var/run`` is ``/run`` on most hosts)."""
+
+_CLONE_NEWNET = 0x40000000
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_SHARED = 1 << 20
+_MNT_DETACH = 0x2
+_UMOUNT_NOFOLLOW = 0x8
+_NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux >= 4.11
+_MAX_STACKED_MOUNTS = 16
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class NetNSError(errors.PodkitError):
+    """A network namespace operation failed; ``path`` names the namespace file."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class NotFoundError(NetNSError, errors.NotFoundError):
+    """The namespace file does not exist."""
+
+
+class AlreadyExistsError(NetNSError, errors.AlreadyExistsError):
+    """Creating a namespace whose file already exists."""
+
+
+class InvalidArgumentError(NetNSError, errors.InvalidArgumentError):
+    """A bad name or directory, or a path that is not a pinned network namespace."""
+
+
+# --- syscalls -------------------------------------------------------------------------------
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+
+
+def _check(ret: int, what: str, path: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}", path)
+
+
+def _mount(source: str | None, target: str, flags: int) -> None:
+    src = source.encode() if source is not None else b"none"
+    _check(_libc.mount(src, target.encode(), b"none", flags, None), "mount", target)
+
+
+def _umount(target: str) -> None:
+    _check(_libc.umount2(target.encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW), "umount", target)
+
+
+def _unshare_net() -> None:
+    _check(_libc.unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)", "")
+
+
+def _setns(fd: int, path: str) -> None:
+    _check(_libc.setns(fd, _CLONE_NEWNET), "setns(CLONE_NEWNET)", path)
+
+
+# --- inspection -----------------------------------------------------------------------------
+
+_MISSING, _NETNS, _STALE, _OTHER = "missing", "netns", "stale", "other"
+
+
+def _kind(path: str) -> str:
+    """Classify ``path``: a live net namespace pin, a stale (unmounted) empty pin file, ..."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return _MISSING
+    except NotADirectoryError:
+        return _MISSING
+    if not stat.S_ISREG(st.st_mode):
+        return _OTHER
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return _MISSING
+    try:
+        nstype = fcntl.ioctl(fd, _NS_GET_NSTYPE)
+    except OSError:
+        nstype = None
+    finally:
+        os.close(fd)
+    if nstype == _CLONE_NEWNET:
+        return _NETNS
+    if nstype is None and st.st_size == 0:
+        return _STALE
+    return _OTHER
+
+
+def _open_ns_fd(path: StrPath) -> tuple[str, int]:
+    """Open a pinned net namespace for ``setns``; clear errors for missing or foreign files."""
+    p = os.path.abspath(os.fspath(path))
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    except (FileNotFoundError, NotADirectoryError) as e:
+        raise NotFoundError(f"network namespace {p} does not exist", p) from e
+    except OSError as e:
+        raise NetNSError(f"cannot open network namespace {p}: {e.strerror}", p) from e
+    try:
+        nstype = fcntl.ioctl(fd, _NS_GET_NSTYPE)
+    except OSError:
+        nstype = None
+    if nstype != _CLONE_NEWNET:
+        os.close(fd)
+        what = "an unmounted (stale) pin file" if _kind(p) == _STALE else "not a network namespace"
+        raise InvalidArgumentError(f"{p} is {what}", p)
+    return p, fd
+
+
+def exists(path: StrPath) -> bool:
+    """True if ``path`` is a live pinned network namespace (an ``nsfs`` net mount)."""
+    return _kind(os.path.abspath(os.fspath(path))) == _NETNS
+
+
+def list_netns(dir: StrPath = DEFAULT_DIR) -> list[str]:
+    """Names of the live pinned network namespaces in ``dir``, sorted (``ip netns list``).
+
+    Stale pin files (unmounted by someone else) and foreign files are left out; a missing
+    directory lists as empty.
+    """
+    d = os.path.abspath(os.fspath(dir))
+    try:
+        names = os.listdir(d)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if _kind(os.path.join(d, n)) == _NETNS)
+
+
+# --- the handle -----------------------------------------------------------------------------
+
+
+def _abspath(path: StrPath) -> str:
+    return os.path.abspath(os.fspath(path))
+
+
+@attrs.frozen(slots=True)
+class NetNS:
+    """A pinned network namespace, known by the path of its pin file."""
+
+    path: str = attrs.field(converter=_abspath)
+
+    @property
+    def name(self) -> str:
+        """The pin file's name (``ip netns`` name when it lives in ``/var/run/netns``)."""
+        return os.path.basename(self.path)
+
+    def remove(self) -> None:
+        """Unmount and unlink the pin; idempotent (see :func:`remove`)."""
+        remove(self.path)
+
+    def exists(self) -> bool:
+        """True while the pin is a live network namespace mount."""
+        return exists(self.path)
+
+    def closed(self) -> bool:
+        """True once the namespace is gone or unpinned (containerd's ``NetNS.Closed``)."""
+        return not exists(self.path)
+
+    def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Call ``fn`` inside this namespace and return its result (see :func:`run_in`)."""
+        return run_in(self.path, fn, *args, **kwargs)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+
+def open_netns(path: StrPath) -> NetNS:
+    """Wrap an existing pinned network namespace (made by podkit, ``ip netns`` or containerd).
+
+    Raises ``NotFoundError`` if the path is missing and ``InvalidArgumentError`` if it is not a
+    mounted network namespace.
+    """
+    p, fd = _open_ns_fd(path)
+    os.close(fd)
+    return NetNS(p)
+
+
+# --- create / remove ------------------------------------------------------------------------
+
+_dir_lock = threading.Lock()
+
+
+def _prepare_dir(d: str) -> None:
+    """Create ``d`` and make it a shared mount point, as ``ip netns add`` does.
+
+    Shared propagation lets a later unmount of a pin reach copies of it in mount namespaces
+    cloned since (containers), so the namespace really goes away. A directory that is not yet
+    a mount point is bind-mounted onto itself first. Serialised within the process by a lock
+    and across processes by ``flock`` on the directory.
+    """
+    try:
+        os.makedirs(d, mode=0o755, exist_ok=True)
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (NotADirectoryError, FileExistsError) as e:
+        raise InvalidArgumentError(f"netns directory {d} is not a directory", d) from e
+    except OSError as e:
+        raise NetNSError(f"cannot create netns directory {d}: {e.strerror}", d) from e
+    try:
+        with _dir_lock:
+            fcntl.flock(dfd, fcntl.LOCK_EX)
+            try:
+                _mount(None, d, _MS_SHARED | _MS_REC)
+            except OSError as e:
+                if e.errno != errno.EINVAL:  # EINVAL: not a mount point yet
+                    raise
+                _mount(d, d, _MS_BIND | _MS_REC)
+                try:
+                    _mount(None, d, _MS_SHARED | _MS_REC)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        _umount(d)
+                    raise
+    except OSError as e:
+        raise NetNSError(f"cannot make netns directory {d} a shared mount: {e}", d) from e
+    finally:
+        os.close(dfd)  # also releases the flock
+
+
+def _set_loopback_up() -> None:
+    """Bring ``lo`` up in the calling thread's network namespace (via pyroute2 netlink)."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        (index,) = ipr.link_lookup(ifname="lo")
+        ipr.link("set", index=index, state="up")
+
+
+def _pin_new_namespace(path: str, loopback_up: bool) -> None:
+    """Runs in a throw-away thread: unshare a new net namespace and bind-mount it onto ``path``."""
+    _unshare_net()
+    if loopback_up:
+        _set_loopback_up()
+    _mount(f"/proc/self/task/{threading.get_native_id()}/ns/net", path, _MS_BIND)
+
+
+def _in_thread(fn: Callable[[], T], name: str) -> T:
+    """Run ``fn`` in a new OS thread (which ends afterwards) and return or raise its outcome."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException as e:  # handed to the caller
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join()
+    ok, value = outcome.pop()
+    if ok:
+        return value  # type: ignore[no-any-return]
+    try:
+        raise value
+    finally:
+        del value
+
+
+def create(name: str, *, dir: StrPath = DEFAULT_DIR, loopback_up: bool = False) -> NetNS:
+    """Create a new network namespace pinned at ``<dir>/<name>`` and return its handle.
+
+    ``name`` must be a valid podkit ID. ``dir`` is created if missing and made a shared mount
+    point. With ``loopback_up`` the namespace's ``lo`` is brought up before it is pinned. The
+    namespace is made in a helper thread, so the caller's own namespace never changes. On
+    failure no pin file and no mount are left behind; the directory setup is kept.
+    """
+    try:
+        validate_id(name, "netns name")
+    except errors.InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{e} (in directory {os.fspath(dir)})") from None
+    d = os.path.abspath(os.fspath(dir))
+    path = os.path.join(d, name)
+    _prepare_dir(d)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+    except FileExistsError as e:
+        hint = " (stale pin file: remove it first)" if _kind(path) == _STALE else ""
+        raise AlreadyExistsError(f"network namespace {path} already exists{hint}", path) from e
+    except OSError as e:
+        raise NetNSError(f"cannot create network namespace file {path}: {e.strerror}", path) from e
+    os.close(fd)
+    try:
+        _in_thread(lambda: _pin_new_namespace(path, loopback_up), f"podkit-netns-create-{name}")
+    except BaseException as e:
+        _discard(path)
+        if isinstance(e, OSError):
+            raise NetNSError(f"cannot create network namespace {path}: {e}", path) from e
+        raise
+    return NetNS(path)
+
+
+def _discard(path: str) -> None:
+    """Best-effort undo of a half-made pin (used while another error is propagating)."""
+    for _ in range(_MAX_STACKED_MOUNTS):
+        try:
+            _umount(path)
+        except OSError:
+            break
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+def remove(path: StrPath) -> None:
+    """Unmount the namespace pinned at ``path`` and delete the pin file.
+
+    Idempotent: a missing path is fine, and so is a pin someone else already unmounted (the
+    empty file is deleted). Refuses, with ``InvalidArgumentError``, a path that is neither a
+    network namespace pin nor an empty pin file, so a wrong path never deletes real data.
+    """
+    p = os.path.abspath(os.fspath(path))
+    kind = _kind(p)
+    if kind == _MISSING:
+        return
+    if kind == _OTHER:
+        raise InvalidArgumentError(f"{p} is not a network namespace pin; refusing to remove it", p)
+    for _ in range(_MAX_STACKED_MOUNTS):
+        try:
+            _umount(p)
+        except OSError as e:
+            if e.errno == errno.EINVAL:  # not (or no longer) a mount point
+                break
+            if e.errno == errno.ENOENT:
+                return
+            raise NetNSError(f"cannot unmount network namespace {p}: {e.strerror}", p) from e
+    if _kind(p) not in (_STALE, _MISSING):
+        raise InvalidArgumentError(
+            f"{p} is not an empty pin file after unmounting; refusing to remove it", p
+        )
+    try:
+        os.unlink(p)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise NetNSError(f"cannot remove network namespace file {p}: {e.strerror}", p) from e
+
+
+# --- running code inside --------------------------------------------------------------------
+
+
+def run_in(path: StrPath, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Call ``fn(*args, **kwargs)`` inside the network namespace at ``path``; return its result.
+
+    ``fn`` runs in a dedicated OS thread that joins the namespace with ``setns`` and ends
+    afterwards, so no thread is ever left in the wrong namespace. Its exception is re-raised
+    here. Sockets (and pyroute2 ``IPRoute()`` objects) made in ``fn`` belong to the namespace;
+    other threads ``fn`` hands work to do not, and ``/proc/self/net`` shows the main thread's
+    namespace (use ``/proc/thread-self/net``).
+    """
+    p, fd = _open_ns_fd(path)
+
+    def inside() -> T:
+        try:
+            _setns(fd, p)
+        except OSError as e:
+            raise NetNSError(f"cannot enter network namespace {p}: {e}", p) from e
+        finally:
+            os.close(fd)
+        return fn(*args, **kwargs)
+
+    return _in_thread(inside, f"podkit-netns-run-{os.path.basename(p)}")
+
+
+@contextlib.contextmanager
+def enter(path: StrPath) -> Iterator[NetNS]:
+    """Switch the *calling thread* into the namespace at ``path`` for a ``with`` block.
+
+    The thread's previous namespace is restored on exit, also when the block raises. Only the
+    current OS thread moves; do not use this around ``await`` (other coroutines on the same
+    thread would run inside) and prefer :func:`run_in` when in doubt. If the original namespace
+    cannot be restored, ``NetNSError`` is raised: the thread must then not be used further.
+    """
+    p, target = _open_ns_fd(path)
+    try:
+        original = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        os.close(target)
+        raise NetNSError(f"cannot open the thread's own network namespace: {e}", p) from e
+    try:
+        _setns(target, p)
+    except OSError as e:
+        os.close(original)
+        raise NetNSError(f"cannot enter network namespace {p}: {e}", p) from e
+    finally:
+        os.close(target)
+    thread = threading.get_ident()
+    try:
+        yield NetNS(p)
+    finally:
+        try:
+            if threading.get_ident() != thread:
+                raise NetNSError(f"netns.enter({p!r}) exited on another thread than it entered", p)
+            _setns(original, "/proc/thread-self/ns/net")
+        except OSError as e:
+            raise NetNSError(
+                f"cannot restore the thread's network namespace after {p}: {e}", p
+            ) from e
+        finally:
+            os.close(original)
