@@ -8,5 +8,28 @@ from podkit.oci.opts import *  # noqa: F403
 from podkit.oci.opts import __all__ as _opts_all
 from podkit.oci.spec import *  # noqa: F403
 from podkit.oci.spec import __all__ as _spec_all
+from podkit.oci.validate import (
+    Problem,
+    check,
+    minimum_version,
+    unsupported_fields,
+    validate,
+    validate_features,
+    validate_state,
+)
 
-__all__ = [*_spec_all, *_defaults_all, *_opts_all, "Features", "LinuxFeatures", "SpecError"]
+__all__ = [
+    *_spec_all,
+    *_defaults_all,
+    *_opts_all,
+    "Features",
+    "LinuxFeatures",
+    "Problem",
+    "SpecError",
+    "check",
+    "minimum_version",
+    "unsupported_fields",
+    "validate",
+    "validate_features",
+    "validate_state",
+]

@@ -4,6 +4,14 @@ One converter for the whole OCI wire format, driven by field metadata (``_fields
 wire names, integer ranges, required keys. ``None`` is *absent*; an explicit JSON ``null`` and
 unknown keys are kept in ``extra`` so that ``to_dict(from_dict(d)) == d`` for every valid ``d``.
 Per-class encode/decode tables are built once, on first use.
+
+What the loader rejects (``SpecError`` naming the JSON path, and the file when known; nothing
+partial is returned): malformed JSON (including ``NaN``/``Infinity``), a wrong JSON type for a
+modelled key, an integer outside its kind's range, a missing (or null) REQUIRED key.
+
+What it deliberately keeps: strings are not checked against enums or patterns. An unknown
+namespace type, seccomp action or capability name loads as the string it is, so a document from a
+newer runtime-spec survives a round-trip unchanged; ``podkit.oci.validate`` reports such values.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -23,7 +32,19 @@ from podkit import _files
 from podkit.errors import InvalidArgumentError
 from podkit.oci._fields import INT_RANGES
 
-__all__ = ["SpecError", "deep_copy", "dump", "dumps", "load", "loads", "structure", "unstructure"]
+__all__ = [
+    "SpecError",
+    "WireField",
+    "deep_copy",
+    "dump",
+    "dumps",
+    "key_path",
+    "load",
+    "loads",
+    "structure",
+    "unstructure",
+    "wire_fields",
+]
 
 T = TypeVar("T")
 
@@ -46,6 +67,16 @@ Encoder = Callable[[Any], Any]
 def _camel(name: str) -> str:
     head, *rest = name.rstrip("_").split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def key_path(path: str, key: str) -> str:
+    """JSON path of ``key`` inside the object at ``path``: ``$.a.b`` or ``$.a["x.y"]``."""
+    if _IDENT.match(key):
+        return f"{path}.{key}"
+    return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def _type_name(v: Any) -> str:
@@ -97,7 +128,7 @@ def _dict_decoder(value: Decoder) -> Decoder:
     def dec(v: Any, path: str) -> dict[str, Any]:
         if type(v) is not dict:
             raise SpecError(path, f"expected an object, got {_type_name(v)} {v!r}")
-        return {k: value(x, f"{path}.{k}") for k, x in v.items()}
+        return {k: value(x, key_path(path, k)) for k, x in v.items()}
 
     return dec
 
@@ -151,18 +182,23 @@ def _encoder_for(tp: Any) -> Encoder | None:
 
 
 @attrs.frozen
-class _Field:
+class WireField:
+    """How one model attribute appears on the wire (used by the codec and by ``validate``)."""
+
     name: str
     wire: str
     required: bool
-    decode: Decoder
-    encode: Encoder | None
+    type: Any
+    int_kind: str | None
+    decode: Decoder = attrs.field(repr=False)
+    encode: Encoder | None = attrs.field(repr=False)
 
 
 @attrs.frozen
 class _Table:
-    fields: tuple[_Field, ...]
-    by_wire: dict[str, _Field]
+    fields: tuple[WireField, ...]
+    by_wire: dict[str, WireField]
+    required: tuple[WireField, ...]
 
 
 _TABLES: dict[type, _Table] = {}
@@ -173,19 +209,26 @@ def _table(cls: type) -> _Table:
     if table is None:
         hints = typing.get_type_hints(cls)
         fields = tuple(
-            _Field(
+            WireField(
                 name=f.name,
                 wire=f.metadata.get("wire") or _camel(f.name),
                 required=bool(f.metadata.get("required")),
+                type=hints[f.name],
+                int_kind=f.metadata.get("int"),
                 decode=_decoder_for(hints[f.name], f.metadata.get("int")),
                 encode=_encoder_for(hints[f.name]),
             )
             for f in attrs.fields(cls)
             if not f.metadata.get("extra")
         )
-        table = _Table(fields, {f.wire: f for f in fields})
+        table = _Table(fields, {f.wire: f for f in fields}, tuple(f for f in fields if f.required))
         _TABLES[cls] = table
     return table
+
+
+def wire_fields(cls: type) -> tuple[WireField, ...]:
+    """The wire fields of an OCI model class, in declaration order (not ``extra``)."""
+    return _table(cls).fields
 
 
 def _structure_cls(data: Any, cls: type[T], path: str) -> T:
@@ -201,9 +244,11 @@ def _structure_cls(data: Any, cls: type[T], path: str) -> T:
         elif value is None:
             extra[key] = None  # explicit null: absent for podkit, written back as null
         else:
-            kwargs[f.name] = f.decode(value, f"{path}.{key}")
-    for f in table.fields:
-        if f.required and f.name not in kwargs:
+            kwargs[f.name] = f.decode(value, key_path(path, key))
+    for f in table.required:
+        if f.name not in kwargs:
+            if f.wire in extra:
+                raise SpecError(key_path(path, f.wire), "required key must not be null")
             raise SpecError(path, f"missing required key {f.wire!r}")
     obj = cls(**kwargs)
     if extra:
@@ -235,10 +280,14 @@ def unstructure(obj: Any) -> dict[str, Any]:
     return out
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
 def loads(text: str | bytes, cls: type[T], *, source: str | None = None) -> T:
     """Parse JSON text into ``cls``; malformed JSON is a ``SpecError`` too."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, UnicodeDecodeError) as e:
         raise SpecError("$", f"malformed JSON: {e}", source) from None
     return structure(data, cls, source=source)

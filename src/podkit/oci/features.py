@@ -158,3 +158,9 @@ class Features:
         from podkit.oci.codec import unstructure
 
         return unstructure(self)
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """Serialise to JSON text."""
+        from podkit.oci.codec import dumps
+
+        return dumps(self, indent=indent)

@@ -3,6 +3,10 @@
 Class names follow ``specs-go``; attribute names are the snake_case form of the JSON keys.
 Every optional field defaults to ``None``, which means *absent*: ``0``, ``""``, ``[]`` and ``{}``
 are kept apart from it. Unknown keys land in ``extra`` and are written back unchanged.
+
+Loading checks JSON types, integer ranges and REQUIRED keys only. Enumerated strings (namespace
+types, seccomp actions, capability names, ...) are kept as they are, known or not, so documents
+from newer spec versions stay lossless; ``podkit.oci.validate(spec)`` reports unknown values.
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ class IOPriority:
     """``process.ioPriority`` (1.1.0)."""
 
     class_: str = req(wire="class")
-    priority: int | None = opt("int")
+    priority: int | None = opt("int32")  # Go int; the schema bounds it to int32
     extra: dict[str, Any] = extra()
 
 
@@ -437,7 +441,7 @@ class LinuxMemoryPolicy:
 class LinuxSeccompArg:
     """A syscall argument comparison."""
 
-    index: int = req("uint")
+    index: int = req("uint32")  # Go uint; the schema bounds it to uint32
     value: int = req("uint64")
     value_two: int | None = opt("uint64")
     op: str = req()
@@ -450,7 +454,7 @@ class LinuxSyscall:
 
     names: list[str] = req()
     action: str = req()
-    errno_ret: int | None = opt("uint")
+    errno_ret: int | None = opt("uint32")  # Go *uint; the schema bounds it to uint32
     args: list[LinuxSeccompArg] | None = opt()
     extra: dict[str, Any] = extra()
 
@@ -460,7 +464,7 @@ class LinuxSeccomp:
     """``linux.seccomp``: the seccomp filter."""
 
     default_action: str = req()
-    default_errno_ret: int | None = opt("uint")
+    default_errno_ret: int | None = opt("uint32")  # Go *uint; schema: uint32
     architectures: list[str] | None = opt()
     flags: list[str] | None = opt()
     listener_path: str | None = opt()
@@ -527,7 +531,10 @@ class Spec:
 
     @classmethod
     def from_dict(cls, data: Any) -> Spec:
-        """Build a spec from decoded JSON; raise ``SpecError`` naming the JSON path on bad input."""
+        """Build a spec from decoded JSON; raise ``SpecError`` naming the JSON path on bad input.
+
+        Unknown enum values are kept (see ``podkit.oci.validate`` to report them).
+        """
         from podkit.oci.codec import structure
 
         return structure(data, cls)
