@@ -378,11 +378,11 @@ def remove(path: StrPath) -> None:
         return
     if kind == _OTHER:
         raise InvalidArgumentError(f"{p} is not a network namespace pin; refusing to remove it", p)
-    for _ in range(_MAX_STACKED_MOUNTS):
+    for _ in range(_MAX_STACKED_MOUNTS if kind == _NETNS else 0):
         try:
             _umount(p)
         except OSError as e:
-            if e.errno == errno.EINVAL:  # not (or no longer) a mount point
+            if e.errno == errno.EINVAL:  # no longer a mount point
                 break
             if e.errno == errno.ENOENT:
                 return
@@ -407,9 +407,9 @@ def run_in(path: StrPath, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs)
 
     ``fn`` runs in a dedicated OS thread that joins the namespace with ``setns`` and ends
     afterwards, so no thread is ever left in the wrong namespace. Its exception is re-raised
-    here. Sockets (and pyroute2 ``IPRoute()`` objects) made in ``fn`` belong to the namespace;
-    other threads ``fn`` hands work to do not, and ``/proc/self/net`` shows the main thread's
-    namespace (use ``/proc/thread-self/net``).
+    here. Sockets (and pyroute2 ``IPRoute()`` objects) made in ``fn`` belong to the namespace,
+    as do threads ``fn`` starts; pools started earlier do not, and ``/proc/self/net`` shows
+    the main thread's namespace (use ``/proc/thread-self/net``).
     """
     p, fd = _open_ns_fd(path)
 
@@ -430,8 +430,9 @@ def enter(path: StrPath) -> Iterator[NetNS]:
     """Switch the *calling thread* into the namespace at ``path`` for a ``with`` block.
 
     The thread's previous namespace is restored on exit, also when the block raises. Only the
-    current OS thread moves; do not use this around ``await`` (other coroutines on the same
-    thread would run inside) and prefer :func:`run_in` when in doubt. If the original namespace
+    current OS thread moves (threads started inside the block inherit the namespace); do not
+    use this around ``await`` (other coroutines on the same thread would run inside) and prefer
+    :func:`run_in` when in doubt. If the original namespace
     cannot be restored, ``NetNSError`` is raised: the thread must then not be used further.
     """
     p, target = _open_ns_fd(path)
