@@ -71,18 +71,19 @@ class RuntimeTimeoutError(OCIRuntimeError):
     """A runtime command or a wait did not finish in time; its process group was killed."""
 
 
-# (pattern, class), first match wins. Texts are runc 1.1.5 and crun 1.8.1 (runc-empirical.md).
+# (pattern, class), first match wins, tried on the message with quoted parts (IDs, paths)
+# blanked out. Texts are runc 1.1.5 and crun 1.8.1 (tests/runtime/data, runc-empirical.md).
 _RULES: tuple[tuple[re.Pattern[str], type[OCIRuntimeError]], ...] = (
-    (re.compile(r"unknown command|no such command|command .* not found", re.I),
+    (re.compile(r"unknown command|no help topic|no such command", re.I),
      UnsupportedOperationError),
     (re.compile(r"already exists", re.I), AlreadyExistsError),
-    (re.compile(r"paused", re.I), NotRunningError),
-    (re.compile(r"container does not exist|does not exist|error opening file .*/status"
-                r"|cannot open directory", re.I), NotFoundError),
-    (re.compile(r"not running|not stopped|is not in .* state|no such process"
-                r"|process already finished|container .* is stopped|not in created state", re.I),
+    (re.compile(r"container does not exist|error opening file .*no such file"
+                r"|cannot open directory .*no such file", re.I), NotFoundError),
+    (re.compile(r"paused|not running|not stopped|is not in .* state|no such process"
+                r"|process already finished|stopped container|in a stopped state", re.I),
      NotRunningError),
 )
+_QUOTED = re.compile(r"`[^`]*`|'[^']*'")
 
 
 def _records(text: str) -> list[dict[str, object]]:
@@ -125,8 +126,9 @@ def last_error_message(text: str) -> str:
 
 def classify(message: str) -> type[OCIRuntimeError]:
     """The error class for a runtime message (``OCIRuntimeError`` when nothing more specific)."""
+    blanked = _QUOTED.sub("``", message)
     for pattern, cls in _RULES:
-        if pattern.search(message):
+        if pattern.search(blanked):
             return cls
     return OCIRuntimeError
 

@@ -1,0 +1,300 @@
+"""In-process supervision: become a child subreaper and reap container processes.
+
+``runc create`` exits once the container exists; the container's init (and every
+``exec --detach`` process) is then re-parented to the nearest *child subreaper*. The
+``Monitor`` makes this process one (``prctl(PR_SET_CHILD_SUBREAPER)``) and runs one reaper
+thread that hands exit statuses to subscribers.
+
+Rules, so the monitor never races other ``waitpid`` users in the same process:
+
+* The monitor reaps only (a) PIDs somebody subscribed to with ``Monitor.subscribe`` and
+  (b) *orphans from containers*: zombie children whose ``NSpid`` shows they live in a nested PID
+  namespace, i.e. processes the kernel re-parented to us. Children this process forked itself
+  (``subprocess.Popen``, ``os.fork``) are never touched: Popen keeps reaping its own.
+* Subscribe before the process can be reaped by anyone else: the runtime adapter subscribes to
+  the init PID right after ``create`` (init is blocked until ``start``) and to an exec PID as
+  soon as the pid file is read. Exits of orphans reaped before a subscription are remembered
+  (bounded) and handed to a late subscriber.
+* Nobody else in the process may call ``os.wait()``/``waitpid(-1)`` (that would steal exits).
+
+The reaper waits on a ``pidfd`` per subscribed PID (Linux >= 5.3), so an exit is seen at once;
+orphan zombies are collected after every exit and at least once per ``orphan_interval``.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import datetime as _dt
+import glob
+import os
+import select
+import threading
+from collections.abc import Callable
+
+from podkit.errors import ConflictError, NotFoundError
+from podkit.runtime.base import ExitStatus
+from podkit.runtime.errors import RuntimeTimeoutError
+
+__all__ = ["Monitor", "Subscription", "default_monitor", "set_subreaper"]
+
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+_REMEMBERED_ORPHANS = 1024
+
+
+def set_subreaper(enable: bool = True) -> None:
+    """Mark (or unmark) this process as a child subreaper via ``prctl``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if enable else 0, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+
+
+def is_subreaper() -> bool:
+    """Whether this process is currently a child subreaper."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    value = ctypes.c_int(0)
+    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
+        return False
+    return value.value != 0
+
+
+class Subscription:
+    """The pending exit status of one PID; ``wait()`` blocks until the reaper has it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self._event = threading.Event()
+        self._status: ExitStatus | None = None
+        self._callbacks: list[Callable[[ExitStatus], None]] = []
+        self._lock = threading.Lock()
+
+    def done(self) -> bool:
+        """True once the process has exited and been reaped."""
+        return self._event.is_set()
+
+    @property
+    def status(self) -> ExitStatus | None:
+        """The exit status, or ``None`` while the process runs."""
+        return self._status
+
+    def wait(self, timeout: float | None = None) -> ExitStatus:
+        """Block until the exit; ``RuntimeTimeoutError`` after ``timeout`` seconds."""
+        if not self._event.wait(timeout):
+            raise RuntimeTimeoutError(f"pid {self.pid} still running after {timeout} s")
+        assert self._status is not None
+        return self._status
+
+    def add_done_callback(self, fn: Callable[[ExitStatus], None]) -> None:
+        """Call ``fn(status)`` on the reaper thread at exit (at once if already exited)."""
+        with self._lock:
+            if self._status is None:
+                self._callbacks.append(fn)
+                return
+        fn(self._status)
+
+    def _resolve(self, status: ExitStatus) -> None:
+        with self._lock:
+            if self._status is not None:
+                return
+            self._status = status
+            callbacks, self._callbacks = self._callbacks, []
+        self._event.set()
+        for fn in callbacks:
+            with contextlib.suppress(Exception):
+                fn(status)
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path) as f:
+                pids.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return pids
+
+
+def _is_container_zombie(pid: int) -> bool:
+    """A zombie child living in a nested PID namespace (re-parented container process)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            text = f.read()
+    except OSError:
+        return False
+    state = nspid = ""
+    for line in text.splitlines():
+        if line.startswith("State:"):
+            state = line.split()[1]
+        elif line.startswith("NSpid:"):
+            nspid = line
+    return state == "Z" and len(nspid.split()) > 2
+
+
+class Monitor:
+    """One reaper thread for this process; subscribers per PID (see the module rules)."""
+
+    def __init__(self, *, orphan_interval: float = 1.0) -> None:
+        self.orphan_interval = orphan_interval
+        self._lock = threading.Lock()
+        self._subs: dict[int, tuple[Subscription, int]] = {}  # pid -> (sub, pidfd)
+        self._orphans: collections.OrderedDict[int, ExitStatus] = collections.OrderedDict()
+        self._thread: threading.Thread | None = None
+        self._wake_r = self._wake_w = -1
+        self._owner_pid = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Become a subreaper and start the reaper thread (idempotent, fork-aware)."""
+        with self._lock:
+            if self._thread is not None and self._owner_pid == os.getpid():
+                return
+            set_subreaper(True)
+            self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+            self._owner_pid = os.getpid()
+            self._subs.clear()
+            self._thread = threading.Thread(
+                target=self._loop, name="podkit-reaper", daemon=True
+            )
+            self._thread.start()
+
+    @property
+    def running(self) -> bool:
+        """True while the reaper thread is alive in this process."""
+        return (
+            self._thread is not None
+            and self._thread.is_alive()
+            and self._owner_pid == os.getpid()
+        )
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    # -- subscriptions -------------------------------------------------------------------
+    def subscribe(self, pid: int) -> Subscription:
+        """Watch ``pid`` (a child of this process, alive or zombie) and reap it at exit.
+
+        Raises ``NotFoundError`` when ``pid`` is not (or no longer) our child and its exit
+        was not collected by this monitor, ``ConflictError`` for a non-positive pid.
+        """
+        if pid <= 0:
+            raise ConflictError(f"cannot watch pid {pid}")
+        self.start()
+        with self._lock:
+            existing = self._subs.get(pid)
+            if existing is not None:
+                return existing[0]
+            try:
+                fd = os.pidfd_open(pid)
+            except ProcessLookupError:
+                fd = -1
+            if fd >= 0:
+                try:
+                    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+                except ChildProcessError:
+                    os.close(fd)
+                    fd = -1
+            sub = Subscription(pid)
+            if fd < 0:
+                status = self._orphans.pop(pid, None)
+                if status is None:
+                    raise NotFoundError(
+                        f"pid {pid} is not a child of this process (or was reaped elsewhere)"
+                    )
+                sub._resolve(status)
+                return sub
+            self._orphans.pop(pid, None)  # stale entry of an earlier process with this pid
+            self._subs[pid] = (sub, fd)
+        self._wake()
+        return sub
+
+    def wait(self, pid: int, timeout: float | None = None) -> ExitStatus:
+        """``subscribe(pid).wait(timeout)``."""
+        return self.subscribe(pid).wait(timeout)
+
+    def forget(self, pid: int) -> None:
+        """Stop watching ``pid`` without reaping it."""
+        with self._lock:
+            entry = self._subs.pop(pid, None)
+        if entry is not None:
+            os.close(entry[1])
+            self._wake()
+
+    # -- reaper thread ---------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                fds = {fd: pid for pid, (_, fd) in self._subs.items()}
+                wake = self._wake_r
+            poller = select.poll()
+            poller.register(wake, select.POLLIN)
+            for fd in fds:
+                poller.register(fd, select.POLLIN)
+            try:
+                ready = poller.poll(int(self.orphan_interval * 1000))
+            except InterruptedError:
+                continue
+            for fd, _ in ready:
+                if fd == wake:
+                    with contextlib.suppress(OSError):
+                        os.read(wake, 4096)
+                    continue
+                pid = fds.get(fd)
+                if pid is not None:
+                    self._reap_subscribed(pid)
+            self._reap_orphans()
+
+    def _reap_subscribed(self, pid: int) -> None:
+        with self._lock:
+            entry = self._subs.get(pid)
+            if entry is None:
+                return
+            sub, fd = entry
+            try:
+                got, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                got, status = pid, -1
+            if got == 0:
+                return  # readable but not yet exited: spurious
+            del self._subs[pid]
+            os.close(fd)
+        sub._resolve(
+            ExitStatus.from_wait_status(status, _now())
+            if status >= 0
+            else ExitStatus(exit_code=255, exited_at=_now())
+        )
+
+    def _reap_orphans(self) -> None:
+        with self._lock:
+            for pid in _children():
+                if pid in self._subs or not _is_container_zombie(pid):
+                    continue
+                try:
+                    got, status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    continue
+                if got:
+                    self._orphans[pid] = ExitStatus.from_wait_status(status, _now())
+                    while len(self._orphans) > _REMEMBERED_ORPHANS:
+                        self._orphans.popitem(last=False)
+
+
+_DEFAULT: Monitor | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_monitor() -> Monitor:
+    """The process-wide monitor (created on first use; started by its first subscription)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = Monitor()
+        return _DEFAULT

@@ -1,0 +1,1252 @@
+"""``Runc``: drive runc, crun or any runc-compatible CLI (the Python go-runc, plus reaping).
+
+Every command runs with an explicit environment, in its own process group, with a timeout
+(the whole group is SIGKILLed when it expires). Errors come from the runtime's JSON log
+(``--log <per-call memfd> --log-format json``) and are typed (``runtime.errors``). Container
+stdio is whatever ``IO`` the caller hands in (``NullIO`` by default): podkit never captures a
+container's inherited stdout through a pipe it waits on. Captured command output (``state``,
+``list``, ``ps``...) goes to anonymous memory files, read after the command exits.
+
+Exit statuses come from the in-process ``Monitor`` (child subreaper): ``create`` subscribes to
+the init PID, ``exec(detach=True)`` to the exec PID, ``wait``/``wait_exec`` block on them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import datetime as _dt
+import json
+import os
+import re
+import select
+import shutil
+import signal as _signal
+import subprocess
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from podkit import _files, oci
+from podkit.oci import codec
+from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Status
+from podkit.runtime.bundle import Bundle
+from podkit.runtime.errors import (
+    NotFoundError,
+    NotRunningError,
+    OCIRuntimeError,
+    RuntimeTimeoutError,
+    UnsupportedOperationError,
+    parse_runtime_error,
+)
+from podkit.runtime.io import IO, NullIO
+from podkit.runtime.monitor import Monitor, Subscription, default_monitor
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "CpuStats",
+    "Event",
+    "ExecProcess",
+    "MemoryEntry",
+    "MemoryStats",
+    "Runc",
+    "RuntimeVersion",
+    "Stats",
+    "StopResult",
+    "TopResults",
+    "UnsupportedFieldWarning",
+    "check_spec",
+    "parse_list",
+    "parse_ps",
+    "parse_state",
+    "parse_stats",
+    "parse_top",
+    "parse_version",
+]
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a runtime command may take before its process group is killed."""
+
+_DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+# --- result models ---------------------------------------------------------------------------
+
+
+@attrs.define(slots=True, kw_only=True)
+class RuntimeVersion:
+    """``<runtime> --version``: name, version, commit and the runtime-spec version it reports."""
+
+    name: str
+    version: str
+    commit: str = ""
+    spec: str = ""
+
+
+@attrs.define(slots=True, kw_only=True)
+class TopResults:
+    """``ps --format table`` parsed: column headers and one row per process (go-runc Top)."""
+
+    headers: list[str]
+    processes: list[list[str]]
+
+
+@attrs.define(slots=True, kw_only=True)
+class StopResult:
+    """What ``stop`` did: signals sent, whether it escalated to SIGKILL, the exit status."""
+
+    id: str
+    signals: list[int] = attrs.field(factory=list)
+    escalated: bool = False
+    already_stopped: bool = False
+    exit_status: ExitStatus | None = None
+
+
+@attrs.define(slots=True, kw_only=True)
+class ExecProcess:
+    """A detached exec'd process: its host PID and its pending exit status."""
+
+    id: str
+    pid: int
+    subscription: Subscription | None = None
+
+    def wait(self, timeout: float | None = None) -> ExitStatus:
+        """Block until the process exits (needs the in-process monitor)."""
+        if self.subscription is None:
+            raise UnsupportedOperationError(
+                f"exec pid {self.pid} in {self.id} is not supervised by this process"
+            )
+        return self.subscription.wait(timeout)
+
+
+@attrs.define(slots=True, kw_only=True)
+class CpuStats:
+    """``data.cpu``: usage in nanoseconds and CFS throttling counters."""
+
+    total: int = 0
+    percpu: list[int] = attrs.field(factory=list)
+    kernel: int = 0
+    user: int = 0
+    throttling_periods: int = 0
+    throttled_periods: int = 0
+    throttled_time: int = 0
+
+
+@attrs.define(slots=True, kw_only=True)
+class MemoryEntry:
+    """One memory counter group (``usage``, ``swap``, ``kernel``, ``kernelTCP``)."""
+
+    limit: int = 0
+    usage: int = 0
+    max: int = 0
+    failcnt: int = 0
+
+
+@attrs.define(slots=True, kw_only=True)
+class MemoryStats:
+    """``data.memory``: cache, counter groups and the raw ``memory.stat`` map."""
+
+    cache: int = 0
+    usage: MemoryEntry = attrs.field(factory=MemoryEntry)
+    swap: MemoryEntry = attrs.field(factory=MemoryEntry)
+    kernel: MemoryEntry = attrs.field(factory=MemoryEntry)
+    kernel_tcp: MemoryEntry = attrs.field(factory=MemoryEntry)
+    raw: dict[str, int] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True, kw_only=True)
+class Stats:
+    """``runc events --stats`` ``data``; sections podkit does not model stay in ``raw``."""
+
+    cpu: CpuStats = attrs.field(factory=CpuStats)
+    memory: MemoryStats = attrs.field(factory=MemoryStats)
+    pids_current: int = 0
+    pids_limit: int = 0
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define(slots=True, kw_only=True)
+class Event:
+    """One ``runc events`` record: ``type`` is ``stats``, ``oom``, ``error``..."""
+
+    type: str
+    id: str
+    stats: Stats | None = None
+    raw: dict[str, Any] = attrs.field(factory=dict)
+
+
+class UnsupportedFieldWarning(UserWarning):
+    """The spec uses fields this runtime would silently ignore (``Runc(strict=False)``)."""
+
+
+# --- pure parsers ----------------------------------------------------------------------------
+
+
+def _json(text: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        shown = text[:200] if isinstance(text, str) else text[:200].decode(errors="replace")
+        raise OCIRuntimeError(f"cannot parse {what} output as JSON: {e}: {shown!r}") from e
+
+
+def parse_state(text: bytes | str) -> ContainerState:
+    """Parse ``state <id>`` output (runc or crun shape)."""
+    return ContainerState.from_dict(_json(text, "state"), source="runtime state")
+
+
+def parse_list(text: bytes | str) -> list[ContainerState]:
+    """Parse ``list --format json``: runc prints ``null`` when empty, crun ``[]``."""
+    data = _json(text, "list") if text.strip() else None
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise OCIRuntimeError(f"list output is not a JSON array: {str(data)[:200]}")
+    return [ContainerState.from_dict(d, source="runtime list") for d in data]
+
+
+def parse_ps(text: bytes | str) -> list[int]:
+    """Parse ``ps --format json``: an array of host PIDs (``null`` for none)."""
+    data = _json(text, "ps") if text.strip() else None
+    if data is None:
+        return []
+    if not isinstance(data, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) for p in data
+    ):
+        raise OCIRuntimeError(f"ps output is not an array of PIDs: {str(data)[:200]}")
+    return list(data)
+
+
+def parse_top(text: str) -> TopResults:
+    """Parse ``ps --format table``: header, then rows; the last column keeps its spaces."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return TopResults(headers=[], processes=[])
+    headers = lines[0].split()
+    n = len(headers)
+    pid_col = headers.index("PID") if "PID" in headers else -1
+    rows: list[list[str]] = []
+    for line in lines[1:]:
+        fields = line.split(None, n - 1) if n > 1 else [line.strip()]
+        if pid_col >= 0 and pid_col < len(fields) and fields[pid_col] == "-":
+            continue
+        rows.append(fields)
+    return TopResults(headers=headers, processes=rows)
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
+def _entry(d: Any) -> MemoryEntry:
+    d = d if isinstance(d, dict) else {}
+    return MemoryEntry(limit=_int(d.get("limit")), usage=_int(d.get("usage")),
+                       max=_int(d.get("max")), failcnt=_int(d.get("failcnt")))
+
+
+def parse_stats(data: Mapping[str, Any]) -> Stats:
+    """Build ``Stats`` from the ``data`` object of a ``stats`` event."""
+    cpu = data.get("cpu") or {}
+    usage = cpu.get("usage") or {}
+    thr = cpu.get("throttling") or {}
+    mem = data.get("memory") or {}
+    pids = data.get("pids") or {}
+    return Stats(
+        cpu=CpuStats(
+            total=_int(usage.get("total")),
+            percpu=[_int(x) for x in usage.get("percpu") or []],
+            kernel=_int(usage.get("kernel")),
+            user=_int(usage.get("user")),
+            throttling_periods=_int(thr.get("periods")),
+            throttled_periods=_int(thr.get("throttledPeriods")),
+            throttled_time=_int(thr.get("throttledTime")),
+        ),
+        memory=MemoryStats(
+            cache=_int(mem.get("cache")),
+            usage=_entry(mem.get("usage")),
+            swap=_entry(mem.get("swap")),
+            kernel=_entry(mem.get("kernel")),
+            kernel_tcp=_entry(mem.get("kernelTCP")),
+            raw={str(k): _int(v) for k, v in (mem.get("raw") or {}).items()},
+        ),
+        pids_current=_int(pids.get("current")),
+        pids_limit=_int(pids.get("limit")),
+        raw=dict(data),
+    )
+
+
+def parse_event(line: bytes | str) -> Event:
+    """Parse one ``runc events`` JSON line."""
+    data = _json(line, "events")
+    if not isinstance(data, dict):
+        raise OCIRuntimeError(f"event is not a JSON object: {str(data)[:200]}")
+    stats = None
+    if data.get("type") == "stats" and isinstance(data.get("data"), dict):
+        stats = parse_stats(data["data"])
+    return Event(type=str(data.get("type", "")), id=str(data.get("id", "")), stats=stats, raw=data)
+
+
+def parse_version(text: str) -> RuntimeVersion:
+    """Parse ``--version`` of runc (``runc version X``) or crun (``crun version X``)."""
+    name = version = commit = spec = ""
+    for line in text.splitlines():
+        m = re.match(r"^(\S+) version (\S+)", line)
+        if m and not name:
+            name, version = m.group(1), m.group(2)
+        elif line.startswith("commit:"):
+            commit = line.split(":", 1)[1].strip()
+        elif line.startswith("spec:"):
+            spec = line.split(":", 1)[1].strip()
+    if not name:
+        raise OCIRuntimeError(f"cannot parse runtime version output {text[:200]!r}")
+    return RuntimeVersion(name=name, version=version, commit=commit, spec=spec)
+
+
+# --- spec vs. runtime features ---------------------------------------------------------------
+
+
+def _ver(text: str) -> tuple[int, int, int]:
+    nums = [int(x) for x in re.findall(r"\d+", text.split("-")[0])[:3]]
+    while len(nums) < 3:
+        nums.append(0)
+    return nums[0], nums[1], nums[2]
+
+
+# (JSON path, spec version that introduced it, getter) for fields old runtimes ignore silently.
+def _spec_fields(spec: oci.Spec) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if spec.domainname is not None:
+        found.append(("domainname", "1.1.0"))
+    p = spec.process
+    if p is not None:
+        if p.exec_cpu_affinity is not None:
+            found.append(("process.execCPUAffinity", "1.2.1"))
+        if p.scheduler is not None:
+            found.append(("process.scheduler", "1.1.0"))
+        if p.io_priority is not None:
+            found.append(("process.ioPriority", "1.1.0"))
+    lx = spec.linux
+    if lx is not None:
+        if lx.memory_policy is not None:
+            found.append(("linux.memoryPolicy", "1.3.0"))
+        if lx.net_devices is not None:
+            found.append(("linux.netDevices", "1.3.0"))
+        if lx.time_offsets is not None:
+            found.append(("linux.timeOffsets", "1.1.0"))
+    for i, m in enumerate(spec.mounts or []):
+        if m.uid_mappings is not None or m.gid_mappings is not None:
+            found.append((f"mounts[{i}].uidMappings", "1.1.0"))
+    return found
+
+
+def check_spec(
+    spec: oci.Spec,
+    features: oci.Features | None = None,
+    spec_version: str | None = None,
+) -> list[str]:
+    """Fields of ``spec`` the runtime would silently ignore, as ``"<json path>: <why>"``.
+
+    Uses the runtime's ``features`` where it has them (hooks, idmap mounts, memory policy, net
+    devices, ``ociVersionMax``), else the runtime-spec version it reports (``spec_version``).
+    Unknown top-level keys are always reported: runtimes ignore them.
+    (A minimal local check: ``oci.unsupported_fields`` had not landed when this was written.)
+    """
+    problems = [f"{key}: unknown key, ignored by runtimes" for key in sorted(spec.extra)]
+    max_version = features.oci_version_max if features is not None else spec_version
+    lx = features.linux if features is not None else None
+    for path, since in _spec_fields(spec):
+        supported: bool | None = None
+        if lx is not None:
+            if path.startswith("mounts[") and lx.mount_extensions is not None:
+                idmap = lx.mount_extensions.idmap
+                supported = bool(idmap is not None and idmap.enabled)
+            elif path == "linux.memoryPolicy":
+                supported = lx.memory_policy is not None
+            elif path == "linux.netDevices":
+                supported = lx.net_devices is not None and bool(lx.net_devices.enabled)
+        if supported is None and max_version:
+            supported = _ver(max_version) >= _ver(since)
+        if supported is False:
+            problems.append(
+                f"{path}: needs runtime-spec {since}, runtime supports {max_version or 'less'}"
+            )
+    if features is not None and features.hooks is not None and spec.hooks is not None:
+        for name, value in codec.unstructure(spec.hooks).items():
+            if value and name not in features.hooks:
+                problems.append(f"hooks.{name}: hook not supported by the runtime")
+    return problems
+
+
+# --- subprocess plumbing ---------------------------------------------------------------------
+
+
+@attrs.define(slots=True)
+class _Result:
+    returncode: int
+    stdout: bytes
+    log: str
+
+
+def _memfd(name: str) -> int:
+    return os.memfd_create(name, os.MFD_CLOEXEC)
+
+
+def _read_fd(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    return b"".join(chunks)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, _signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(5)
+
+
+def _signal_number(sig: int | str) -> int:
+    if isinstance(sig, int):
+        return int(sig)
+    name = sig.upper()
+    if name.isdigit():
+        return int(name)
+    if not name.startswith("SIG"):
+        name = "SIG" + name
+    try:
+        return int(_signal.Signals[name])
+    except KeyError:
+        from podkit.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"unknown signal {sig!r}") from None
+
+
+class Runc:
+    """An OCI runtime CLI (runc, crun, ...): lifecycle, exec, stats, supervision.
+
+    ``root`` is the runtime's state dir (``--root``; use a private one per user of podkit),
+    ``log`` an optional persistent JSON log (errors are read from the part each call appends),
+    ``strict`` makes ``create`` refuse specs with fields the runtime would silently ignore
+    (else it warns with ``UnsupportedFieldWarning``). ``monitor`` (default: the process-wide
+    one) reaps container processes; ``timeout`` bounds every runtime command.
+    """
+
+    def __init__(
+        self,
+        binary: str = "runc",
+        root: str | os.PathLike[str] | None = None,
+        log: str | os.PathLike[str] | None = None,
+        log_format: str = "json",
+        systemd_cgroup: bool = False,
+        rootless: bool | None = None,
+        extra_args: Sequence[str] = (),
+        *,
+        monitor: Monitor | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        strict: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.binary = binary
+        self.name = Path(binary).name
+        self.root = Path(root) if root is not None else None
+        self.log = Path(log) if log is not None else None
+        self.log_format = log_format
+        self.systemd_cgroup = systemd_cgroup
+        self.rootless = rootless
+        self.extra_args = tuple(extra_args)
+        self.monitor = monitor
+        self.timeout = timeout
+        self.strict = strict
+        self.env = dict(env) if env is not None else {
+            "PATH": os.environ.get("PATH", _DEFAULT_PATH)
+        }
+        self._path: str | None = None
+        self._features: oci.Features | None = None
+        self._features_asked = False
+        self._version: RuntimeVersion | None = None
+        self._inits: dict[str, Subscription] = {}
+        self._lock = threading.Lock()
+        self._tmp: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Runc(binary={self.binary!r}, root={str(self.root) if self.root else None!r})"
+
+    # -- command line ------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        """Absolute path of the runtime binary; ``NotFoundError`` when it is missing."""
+        if self._path is None:
+            found = shutil.which(self.binary, path=self.env.get("PATH", _DEFAULT_PATH))
+            if found is None:
+                raise NotFoundError(
+                    f"OCI runtime binary {self.binary!r} not found "
+                    f"(PATH={self.env.get('PATH', _DEFAULT_PATH)})",
+                    [self.binary],
+                )
+            self._path = found
+        return self._path
+
+    def _global_args(self, log: str | None) -> list[str]:
+        args: list[str] = []
+        if self.root is not None:
+            args += ["--root", str(self.root)]
+        if log is not None:
+            args += ["--log", log]
+        if self.log_format:
+            args += ["--log-format", self.log_format]
+        if self.systemd_cgroup:
+            args.append("--systemd-cgroup")
+        if self.rootless is not None:
+            args.append(f"--rootless={'true' if self.rootless else 'false'}")
+        args += self.extra_args
+        return args
+
+    def command(self, *args: str) -> list[str]:
+        """The full argv for a runtime sub-command: binary, global flags, ``args``.
+
+        Used by supervisors (conmon) that start the runtime themselves.
+        """
+        log = str(self.log) if self.log is not None else None
+        return [self.path, *self._global_args(log), *args]
+
+    def _tmpdir(self) -> str:
+        with self._lock:
+            if self._tmp is None or not os.path.isdir(self._tmp):
+                self._tmp = tempfile.mkdtemp(prefix="podkit-runc-")
+            return self._tmp
+
+    def _monitor(self) -> Monitor:
+        if self.monitor is None:
+            self.monitor = default_monitor()
+        self.monitor.start()
+        return self.monitor
+
+    def _run(
+        self,
+        args: Sequence[str],
+        *,
+        io: IO | None = None,
+        stdin: bytes | None = None,
+        capture: bool = True,
+        timeout: float | None = None,
+        pass_fds: Sequence[int] = (),
+        check: bool = True,
+        on_timeout: Any = None,
+    ) -> _Result:
+        """Run one command; raise the typed error on failure (``check``) or timeout."""
+        log_fd = -1
+        offset = 0
+        out_fd = in_fd = err_fd = -1
+        if self.log is not None:
+            log_arg = str(self.log)
+            with contextlib.suppress(FileNotFoundError):
+                offset = self.log.stat().st_size
+        else:
+            log_fd = _memfd("runtime-log")
+            log_arg = f"/proc/self/fd/{log_fd}"
+        argv = [self.path, *self._global_args(log_arg), *args]
+        fds: list[int] = [*pass_fds] + ([log_fd] if log_fd >= 0 else [])
+        devnull = -1
+        try:
+            if io is not None:
+                child_in, child_out, child_err = io.child_fds()
+            else:
+                child_in = child_out = child_err = None
+            if stdin is not None:
+                in_fd = _memfd("runtime-stdin")
+                os.write(in_fd, stdin)
+                os.lseek(in_fd, 0, os.SEEK_SET)
+                child_in = in_fd
+            if capture:
+                out_fd = _memfd("runtime-stdout")
+                child_out = out_fd
+            if child_err is None:
+                err_fd = _memfd("runtime-stderr")
+                child_err = err_fd
+            if child_in is None or child_out is None or child_err is None:
+                devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=devnull if child_in is None else child_in,
+                    stdout=devnull if child_out is None else child_out,
+                    stderr=devnull if child_err is None else child_err,
+                    env=self.env,
+                    pass_fds=tuple(fds),
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except FileNotFoundError as e:
+                self._path = None
+                raise NotFoundError(
+                    f"OCI runtime binary {self.binary!r} not found", argv
+                ) from e
+            finally:
+                if io is not None:
+                    io.close_after_start()
+            limit = self.timeout if timeout is None else timeout
+            try:
+                rc = proc.wait(limit if limit > 0 else None)
+            except subprocess.TimeoutExpired:
+                if on_timeout is not None:
+                    on_timeout()
+                _kill_group(proc)
+                raise RuntimeTimeoutError(
+                    f"{self.name} did not finish within {limit} s; its process group was killed",
+                    argv,
+                ) from None
+            except BaseException:
+                _kill_group(proc)
+                raise
+            out = _read_fd(out_fd) if out_fd >= 0 else b""
+            if log_fd >= 0:
+                log_text = _read_fd(log_fd).decode(errors="replace")
+            else:
+                log_text = self._read_log_from(offset)
+            if not log_text.strip() and err_fd >= 0:
+                log_text = _read_fd(err_fd).decode(errors="replace")
+            if check and rc != 0:
+                raise self._error(rc, argv, log_text)
+            return _Result(rc, out, log_text)
+        finally:
+            for fd in (log_fd, out_fd, in_fd, err_fd, devnull):
+                if fd >= 0:
+                    os.close(fd)
+
+    def _read_log_from(self, offset: int) -> str:
+        assert self.log is not None
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _error(self, rc: int, argv: Sequence[str], log_text: str) -> OCIRuntimeError:
+        if rc < 0:
+            try:
+                signame = _signal.Signals(-rc).name
+            except ValueError:
+                signame = f"signal {-rc}"
+            text = log_text or f"{self.name} was killed by {signame}"
+            err = parse_runtime_error(text, argv, self.name)
+            if not log_text:
+                return OCIRuntimeError(err.message, argv, "")
+            return err
+        if not log_text.strip():
+            return OCIRuntimeError(f"{self.name} exited with status {rc}", argv, "")
+        return parse_runtime_error(log_text, argv, self.name)
+
+    # -- queries -------------------------------------------------------------------------------
+    def version(self) -> RuntimeVersion:
+        """``--version`` parsed (cached)."""
+        if self._version is None:
+            res = self._run(["--version"])
+            self._version = parse_version(res.stdout.decode(errors="replace"))
+        return self._version
+
+    def features(self) -> oci.Features:
+        """``features`` parsed into ``oci.Features`` (cached); unsupported on crun 1.8.1."""
+        if not self._features_asked:
+            try:
+                res = self._run(["features"])
+            except UnsupportedOperationError:
+                self._features = None
+            else:
+                self._features = oci.Features.from_json(res.stdout)
+            self._features_asked = True
+        if self._features is None:
+            raise UnsupportedOperationError(
+                f"{self.name} has no 'features' command (runc >= 1.1, crun >= 1.8.6)",
+                [self.path, "features"],
+            )
+        return self._features
+
+    def check_spec(self, spec: oci.Spec) -> list[str]:
+        """``check_spec(spec)`` against this runtime's features (or reported spec version)."""
+        try:
+            return check_spec(spec, self.features())
+        except UnsupportedOperationError:
+            return check_spec(spec, None, self.version().spec)
+
+    def state(self, id: str) -> ContainerState:
+        """The container's state, normalised across runc and crun."""
+        _files.validate_id(id, "container ID")
+        return parse_state(self._run(["state", id]).stdout)
+
+    def list(self) -> builtins.list[ContainerState]:
+        """Every container under ``root`` (``[]`` when none; runc prints ``null``)."""
+        return parse_list(self._run(["list", "--format", "json"]).stdout)
+
+    def ps(self, id: str) -> builtins.list[int]:
+        """Host PIDs of the container's processes (``[]`` once stopped)."""
+        _files.validate_id(id, "container ID")
+        res = self._run(["ps", "--format", "json", id], check=False)
+        if res.returncode != 0:
+            if res.returncode < 0 and self.state(id).status == Status.STOPPED:
+                return []  # crun 1.8.1 segfaults on ps of a stopped container
+            raise self._error(res.returncode, self.command("ps", "--format", "json", id),
+                              res.log)
+        return parse_ps(res.stdout)
+
+    def top(self, id: str, ps_args: Sequence[str] = ("-ef",)) -> TopResults:
+        """``ps`` table of the container's processes (runc: host ps(1) columns).
+
+        ``UnsupportedOperationError`` when the runtime prints only PIDs (crun).
+        """
+        _files.validate_id(id, "container ID")
+        res = self._run(["ps", "--format", "table", id, *ps_args])
+        top = parse_top(res.stdout.decode(errors="replace"))
+        if top.headers == ["PID"]:
+            raise UnsupportedOperationError(
+                f"{self.name} ps prints only PIDs; top needs runc", self.command("ps", id)
+            )
+        return top
+
+    def stats(self, id: str) -> Stats:
+        """One stats sample (``events --stats``); ``UnsupportedOperationError`` on crun."""
+        _files.validate_id(id, "container ID")
+        res = self._run(["events", "--stats", id])
+        line = res.stdout.strip().splitlines()
+        if not line:
+            raise OCIRuntimeError(f"{self.name} events --stats printed nothing",
+                                  self.command("events", "--stats", id))
+        ev = parse_event(line[0])
+        if ev.stats is None:
+            raise OCIRuntimeError(f"unexpected event {ev.raw!r}", self.command("events", id))
+        return ev.stats
+
+    def events(self, id: str, interval: float = 5.0) -> Iterator[Event]:
+        """Stream ``events --interval`` records until the generator is closed.
+
+        The ``events`` process is killed (whole group) when the generator is closed or
+        garbage-collected. ``UnsupportedOperationError`` on runtimes without ``events``.
+        """
+        _files.validate_id(id, "container ID")
+        log_fd = _memfd("runtime-log")
+        argv = [self.path, *self._global_args(f"/proc/self/fd/{log_fd}"), "events",
+                f"--interval={max(interval, 0.001):g}s", id]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=self.env, pass_fds=(log_fd,),
+                                start_new_session=True)
+        assert proc.stdout is not None
+        try:
+            for line in proc.stdout:
+                if line.strip():
+                    yield parse_event(line)
+            rc = proc.wait(self.timeout)
+            if rc != 0:
+                raise self._error(rc, argv, _read_fd(log_fd).decode(errors="replace"))
+        finally:
+            _kill_group(proc)
+            proc.stdout.close()
+            os.close(log_fd)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def _bundle(self, bundle: Bundle | str | os.PathLike[str]) -> Bundle:
+        return bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
+
+    def _check_bundle(self, bundle: Bundle, strict: bool | None) -> None:
+        problems = self.check_spec(bundle.spec)
+        if not problems:
+            return
+        text = "; ".join(problems)
+        if self.strict if strict is None else strict:
+            raise UnsupportedOperationError(
+                f"{self.name} would silently ignore: {text}", [self.path, "create"]
+            )
+        warnings.warn(f"{self.name} will ignore: {text}", UnsupportedFieldWarning, stacklevel=3)
+
+    def _create_args(
+        self,
+        verb: str,
+        id: str,
+        bundle: Bundle,
+        pid_file: str,
+        console_socket: str | os.PathLike[str] | None,
+        no_pivot: bool,
+        no_new_keyring: bool,
+        preserve_fds: int,
+        extra: Sequence[str],
+    ) -> builtins.list[str]:
+        args = [verb, "--bundle", str(bundle.path), "--pid-file", pid_file]
+        if console_socket is not None:
+            args += ["--console-socket", os.fspath(console_socket)]
+        if no_pivot:
+            args.append("--no-pivot")
+        if no_new_keyring:
+            args.append("--no-new-keyring")
+        if preserve_fds:
+            args += ["--preserve-fds", str(preserve_fds)]
+        return [*args, *extra, id]
+
+    def create(
+        self,
+        id: str,
+        bundle: Bundle | str | os.PathLike[str],
+        *,
+        io: IO | None = None,
+        pid_file: str | os.PathLike[str] | None = None,
+        console_socket: str | os.PathLike[str] | None = None,
+        no_pivot: bool = False,
+        no_new_keyring: bool = False,
+        detach: bool = True,
+        extra_files: Sequence[int] = (),
+        strict: bool | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Create a container (init waits for ``start``); return the init's host PID.
+
+        ``io`` becomes the container's stdio (``NullIO`` when omitted); ``extra_files`` are
+        descriptors passed on as fds 3.. (``--preserve-fds``). The init PID is subscribed to the
+        monitor so ``wait(id)`` returns its exit status. ``detach`` is accepted for go-runc
+        parity: ``create`` always detaches.
+        """
+        del detach
+        _files.validate_id(id, "container ID")
+        b = self._bundle(bundle)
+        self._check_bundle(b, strict)
+        return self._create_or_run("create", id, b, io, pid_file, console_socket, no_pivot,
+                                   no_new_keyring, extra_files, timeout, [])
+
+    def _create_or_run(
+        self,
+        verb: str,
+        id: str,
+        b: Bundle,
+        io: IO | None,
+        pid_file: str | os.PathLike[str] | None,
+        console_socket: str | os.PathLike[str] | None,
+        no_pivot: bool,
+        no_new_keyring: bool,
+        extra_files: Sequence[int],
+        timeout: float | None,
+        extra: Sequence[str],
+    ) -> int:
+        monitor = self._monitor()
+        own_pid_file = pid_file is None
+        pid_path = (
+            os.path.join(self._tmpdir(), f"{id}.pid")
+            if pid_file is None
+            else os.path.abspath(pid_file)
+        )
+        # Pass extra files as 3.. in order: dup them to fresh fds and hand them through.
+        args = self._create_args(verb, id, b, pid_path, console_socket, no_pivot,
+                                 no_new_keyring, len(extra_files), extra)
+        if extra_files:
+            raise UnsupportedOperationError(
+                "extra_files needs fd renumbering that this adapter does not implement yet",
+                args,
+            )
+        io = io if io is not None else NullIO()
+        try:
+            self._run(args, io=io, capture=False, timeout=timeout)
+            pid = int(Path(pid_path).read_text().strip())
+        except RuntimeTimeoutError:
+            self._force_delete_quiet(id)
+            raise
+        finally:
+            io.close_after_start()
+            if own_pid_file:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pid_path)
+        try:
+            self._inits[id] = monitor.subscribe(pid)
+        except NotFoundError:
+            self._inits.pop(id, None)
+        return pid
+
+    def _force_delete_quiet(self, id: str) -> None:
+        with contextlib.suppress(OCIRuntimeError):
+            self._run(["delete", "--force", id], timeout=10)
+
+    def start(self, id: str, *, timeout: float | None = None) -> None:
+        """Start the user process of a created container."""
+        _files.validate_id(id, "container ID")
+        self._run(["start", id], timeout=timeout)
+
+    def run(
+        self,
+        id: str,
+        bundle: Bundle | str | os.PathLike[str],
+        *,
+        io: IO | None = None,
+        detach: bool = False,
+        pid_file: str | os.PathLike[str] | None = None,
+        console_socket: str | os.PathLike[str] | None = None,
+        no_pivot: bool = False,
+        no_new_keyring: bool = False,
+        strict: bool | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """``create`` + ``start`` in one command.
+
+        Foreground (``detach=False``): waits, removes the container and returns its exit code
+        (``128+signal`` when killed); ``timeout`` (default: none) bounds the wait, after which
+        the container is killed and deleted. Detached: returns the init PID like ``create``.
+        """
+        _files.validate_id(id, "container ID")
+        b = self._bundle(bundle)
+        self._check_bundle(b, strict)
+        if detach:
+            return self._create_or_run("run", id, b, io, pid_file, console_socket, no_pivot,
+                                       no_new_keyring, (), timeout, ["--detach"])
+        self._monitor()
+        args = self._create_args("run", id, b, os.path.abspath(pid_file) if pid_file else
+                                 os.path.join(self._tmpdir(), f"{id}.pid"), console_socket,
+                                 no_pivot, no_new_keyring, 0, [])
+        try:
+            res = self._run(args, io=io if io is not None else NullIO(), capture=False,
+                            timeout=timeout if timeout is not None else 0, check=False)
+        except RuntimeTimeoutError:
+            self._force_delete_quiet(id)
+            raise
+        finally:
+            if pid_file is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(self._tmpdir(), f"{id}.pid"))
+        if res.returncode != 0 and _last_error(res.log):
+            self._force_delete_quiet(id)
+            raise self._error(res.returncode, self.command(*args), res.log)
+        return res.returncode
+
+    def kill(self, id: str, signal: int | str = _signal.SIGTERM, all: bool = False) -> None:
+        """Send ``signal`` (number or name) to the init, or to every process with ``all``."""
+        _files.validate_id(id, "container ID")
+        args = ["kill"]
+        if all:
+            args.append("--all")
+        self._run([*args, id, str(_signal_number(signal))])
+
+    def delete(self, id: str, force: bool = False) -> None:
+        """Delete a container; ``force`` kills it first and ignores a missing one."""
+        _files.validate_id(id, "container ID")
+        try:
+            self._run(["delete", "--force", id] if force else ["delete", id])
+        except NotFoundError:
+            if not force:
+                raise
+        self._drop_init_if_done(id)
+
+    def _drop_init_if_done(self, id: str) -> None:
+        sub = self._inits.get(id)
+        if sub is not None and sub.done():
+            self._inits.pop(id, None)
+
+    def pause(self, id: str) -> None:
+        """Freeze every process of the container (freezer cgroup)."""
+        _files.validate_id(id, "container ID")
+        self._run(["pause", id])
+
+    def resume(self, id: str) -> None:
+        """Thaw a paused container."""
+        _files.validate_id(id, "container ID")
+        self._run(["resume", id])
+
+    def update(self, id: str, resources: oci.LinuxResources) -> None:
+        """Apply new cgroup limits (``update --resources -``, the JSON on stdin)."""
+        _files.validate_id(id, "container ID")
+        payload = json.dumps(codec.unstructure(resources)).encode()
+        self._run(["update", "--resources", "-", id], stdin=payload)
+
+    def checkpoint(
+        self,
+        id: str,
+        image_path: str | os.PathLike[str],
+        *,
+        work_path: str | os.PathLike[str] | None = None,
+        leave_running: bool = False,
+        tcp_established: bool = False,
+        shell_job: bool = False,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        """CRIU checkpoint to ``image_path``; ``UnsupportedOperationError`` without CRIU."""
+        _files.validate_id(id, "container ID")
+        self._require_criu("checkpoint")
+        args = ["checkpoint", "--image-path", os.fspath(image_path)]
+        if work_path is not None:
+            args += ["--work-path", os.fspath(work_path)]
+        if leave_running:
+            args.append("--leave-running")
+        if tcp_established:
+            args.append("--tcp-established")
+        if shell_job:
+            args.append("--shell-job")
+        self._run([*args, *extra_args, id])
+
+    def restore(
+        self,
+        id: str,
+        bundle: Bundle | str | os.PathLike[str],
+        image_path: str | os.PathLike[str],
+        *,
+        io: IO | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> int:
+        """CRIU restore (detached); returns the restored init PID."""
+        _files.validate_id(id, "container ID")
+        self._require_criu("restore")
+        b = self._bundle(bundle)
+        return self._create_or_run("restore", id, b, io, None, None, False, False, (), None,
+                                   ["--detach", "--image-path", os.fspath(image_path),
+                                    *extra_args])
+
+    def _require_criu(self, what: str) -> None:
+        if shutil.which("criu", path=self.env.get("PATH", _DEFAULT_PATH)) is None:
+            raise UnsupportedOperationError(
+                f"{what} needs CRIU, and no 'criu' binary is on PATH "
+                f"({self.env.get('PATH', _DEFAULT_PATH)})",
+                [self.binary, what],
+            )
+
+    # -- exec ----------------------------------------------------------------------------------
+    def exec(
+        self,
+        id: str,
+        process: oci.Process,
+        *,
+        detach: bool = True,
+        io: IO | None = None,
+        tty: bool | None = None,
+        console_socket: str | os.PathLike[str] | None = None,
+        pid_file: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,
+    ) -> ExecProcess | ExitStatus:
+        """Start ``process`` in a running container.
+
+        Detached (default): returns an ``ExecProcess`` (host PID + pending exit status, see
+        ``wait_exec``). Foreground: waits for it and returns its ``ExitStatus``. ``tty`` sets
+        ``process.terminal`` (a copy is written; ``process`` is not changed).
+        """
+        _files.validate_id(id, "container ID")
+        proc = codec.deep_copy(process)
+        if tty is not None:
+            proc.terminal = tty
+        if proc.terminal and console_socket is None and detach:
+            from podkit.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                "exec with a terminal needs console_socket when detached"
+            )
+        monitor = self._monitor()
+        tmp = self._tmpdir()
+        fd, spec_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-exec-", suffix=".json")
+        own_pid = pid_file is None
+        pid_path = spec_path[:-5] + ".pid" if pid_file is None else os.path.abspath(pid_file)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(codec.unstructure(proc)))
+            args = ["exec", "--process", spec_path, "--pid-file", pid_path]
+            if console_socket is not None:
+                args += ["--console-socket", os.fspath(console_socket)]
+            if detach:
+                args.append("--detach")
+            args.append(id)
+            if detach:
+                self._run(args, io=io if io is not None else NullIO(), capture=False,
+                          timeout=timeout)
+                pid = int(Path(pid_path).read_text().strip())
+                try:
+                    sub: Subscription | None = monitor.subscribe(pid)
+                except NotFoundError:
+                    sub = None
+                return ExecProcess(id=id, pid=pid, subscription=sub)
+            res = self._run(args, io=io if io is not None else NullIO(), capture=False,
+                            timeout=timeout if timeout is not None else 0, check=False,
+                            on_timeout=lambda: self._kill_pid_file(pid_path))
+            if res.returncode != 0 and _last_error(res.log):
+                raise self._error(res.returncode, self.command(*args), res.log)
+            return _status_from_rc(res.returncode)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(spec_path)
+            if own_pid:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pid_path)
+
+    def wait_exec(self, process: ExecProcess, timeout: float | None = None) -> ExitStatus:
+        """Block until a detached exec'd process exits; its ``ExitStatus``."""
+        return process.wait(timeout)
+
+    @staticmethod
+    def _kill_pid_file(pid_path: str) -> None:
+        try:
+            pid = int(Path(pid_path).read_text().strip())
+        except (OSError, ValueError):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, _signal.SIGKILL)
+
+    def exec_sync(
+        self,
+        id: str,
+        args: Sequence[str],
+        timeout: float | None = None,
+        *,
+        env: Sequence[str] = (),
+        cwd: str | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``args`` in the container (its own process settings), wait, return the output.
+
+        stdout/stderr go to anonymous files (never a pipe). After ``timeout`` seconds the
+        exec'd process and the runtime command are killed and ``RuntimeTimeoutError`` raised.
+        """
+        _files.validate_id(id, "container ID")
+        if not args:
+            from podkit.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"exec_sync into {id}: empty command")
+        self._monitor()
+        tmp = self._tmpdir()
+        fd, pid_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-sync-", suffix=".pid")
+        os.close(fd)
+        os.unlink(pid_path)
+        argv = ["exec", "--pid-file", pid_path]
+        for e in env:
+            argv += ["--env", e]
+        if cwd is not None:
+            argv += ["--cwd", cwd]
+        if user is not None:
+            argv += ["--user", user]
+        argv += [id, *args]
+        out_fd, err_fd = _memfd("exec-stdout"), _memfd("exec-stderr")
+        io = _FdIO(out_fd, err_fd)
+        try:
+            res = self._run(argv, io=io, capture=False,
+                            timeout=timeout if timeout is not None else 0, check=False,
+                            on_timeout=lambda: self._kill_pid_file(pid_path))
+            if res.returncode != 0 and _last_error(res.log):
+                raise self._error(res.returncode, self.command(*argv), res.log)
+            rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
+            return ExecResult(exit_code=rc, stdout=_read_fd(out_fd), stderr=_read_fd(err_fd))
+        finally:
+            os.close(out_fd)
+            os.close(err_fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pid_path)
+
+    # -- supervision ---------------------------------------------------------------------------
+    def wait(self, id: str, timeout: float | None = None) -> ExitStatus:
+        """Block until the container's init exits; its ``ExitStatus`` (``128+sig`` if killed).
+
+        Exact for containers created by this ``Runc`` (its monitor reaped the init). For
+        others whose init was re-parented to this process, the monitor adopts it; otherwise
+        the exit is observed (pidfd) but the code is unknown: ``exit_code`` 255.
+        """
+        _files.validate_id(id, "container ID")
+        sub = self._inits.get(id)
+        if sub is None:
+            st = self.state(id)
+            if st.status == Status.STOPPED or st.pid <= 0:
+                return ExitStatus(exit_code=255)
+            try:
+                sub = self._monitor().subscribe(st.pid)
+                self._inits[id] = sub
+            except NotFoundError:
+                return self._wait_foreign(id, st.pid, timeout)
+        return sub.wait(timeout)
+
+    def _wait_foreign(self, id: str, pid: int, timeout: float | None) -> ExitStatus:
+        try:
+            fd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return ExitStatus(exit_code=255)
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(None if timeout is None else int(timeout * 1000)):
+                raise RuntimeTimeoutError(f"container {id} still running after {timeout} s")
+        finally:
+            os.close(fd)
+        return ExitStatus(exit_code=255, exited_at=_dt.datetime.now(_dt.UTC))
+
+    def stop(
+        self, id: str, timeout: float = 10.0, signal: int | str = _signal.SIGTERM
+    ) -> StopResult:
+        """Send ``signal``, wait up to ``timeout`` s, then SIGKILL (all processes) and wait.
+
+        A PID-namespace init ignores signals it has no handler for, so escalation is normal.
+        The result says which signals were sent and how the init ended.
+        """
+        _files.validate_id(id, "container ID")
+        result = StopResult(id=id)
+        st = self.state(id)
+        if st.status == Status.STOPPED:
+            result.already_stopped = True
+            sub = self._inits.get(id)
+            if sub is not None and sub.done():
+                result.exit_status = sub.status
+            return result
+        sig = _signal_number(signal)
+        try:
+            self.kill(id, sig)
+            result.signals.append(sig)
+            if st.status == Status.PAUSED:  # a frozen cgroup gets the signal once thawed
+                with contextlib.suppress(NotRunningError):
+                    self.resume(id)
+        except NotRunningError:
+            result.already_stopped = True
+        try:
+            result.exit_status = self.wait(id, timeout)
+            return result
+        except RuntimeTimeoutError:
+            pass
+        result.escalated = True
+        try:
+            self.kill(id, _signal.SIGKILL, all=True)
+            result.signals.append(int(_signal.SIGKILL))
+        except NotRunningError:
+            pass
+        result.exit_status = self.wait(id, max(timeout, 10.0))
+        return result
+
+
+class _FdIO:
+    """IO over descriptors the caller owns: stdin /dev/null, stdout/stderr as given."""
+
+    def __init__(self, out_fd: int, err_fd: int) -> None:
+        self._fds = (out_fd, err_fd)
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        return None, self._fds[0], self._fds[1]
+
+    def close_after_start(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _last_error(log_text: str) -> bool:
+    """True when the runtime logged an error record (so a non-zero rc is its own failure)."""
+    for line in log_text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        with contextlib.suppress(ValueError):
+            rec = json.loads(line)
+            if isinstance(rec, dict) and rec.get("level") == "error":
+                return True
+    return False
+
+
+def _status_from_rc(rc: int) -> ExitStatus:
+    now = _dt.datetime.now(_dt.UTC)
+    if rc < 0:
+        return ExitStatus(exit_code=128 - rc, signal=-rc, exited_at=now)
+    if rc > 128:
+        return ExitStatus(exit_code=rc, signal=rc - 128, exited_at=now)
+    return ExitStatus(exit_code=rc, exited_at=now)
+
