@@ -4,6 +4,8 @@
 (JSON shapes, error texts, missing commands) are normalised here.
 """
 
+from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
+from podkit.runtime.bundle import Bundle
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -13,17 +15,53 @@ from podkit.runtime.errors import (
     UnsupportedOperationError,
     parse_runtime_error,
 )
+from podkit.runtime.io import IO, FileIO, InheritIO, NullIO, PipeIO
+from podkit.runtime.monitor import Monitor, Subscription, default_monitor
+from podkit.runtime.runc import (
+    Event,
+    ExecProcess,
+    Runc,
+    RuntimeVersion,
+    Stats,
+    StopResult,
+    TopResults,
+    UnsupportedFieldWarning,
+    check_spec,
+)
 
 # The issue names the base ``RuntimeError``; it shadows the builtin only inside this package.
 RuntimeError = OCIRuntimeError
 
 __all__ = [
+    "IO",
     "AlreadyExistsError",
+    "Bundle",
+    "ContainerState",
+    "Event",
+    "ExecProcess",
+    "ExecResult",
+    "ExitStatus",
+    "FileIO",
+    "InheritIO",
+    "Monitor",
     "NotFoundError",
     "NotRunningError",
+    "NullIO",
     "OCIRuntimeError",
+    "PipeIO",
+    "Runc",
+    "Runtime",
     "RuntimeError",
     "RuntimeTimeoutError",
+    "RuntimeVersion",
+    "Stats",
+    "Status",
+    "StopResult",
+    "Subscription",
+    "TopResults",
+    "UnsupportedFieldWarning",
     "UnsupportedOperationError",
+    "check_spec",
+    "default_monitor",
     "parse_runtime_error",
 ]
