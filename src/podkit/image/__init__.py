@@ -1,0 +1,72 @@
+"""OCI images on the runtime side: store, import, pull, unpack, rootfs and image config.
+
+```python
+from podkit import image
+
+store = image.ImageStore("/var/lib/podkit")
+image.import_image(store, "busybox.tar")                 # OCI layout/archive or docker save
+image.pull(store, "localhost:5000/app:1")                 # OCI distribution registry
+rootfs = image.create_rootfs(store, "localhost:5000/app:1", "ctr1")   # overlay or copy
+opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
+```
+"""
+
+from podkit.image.descriptor import Descriptor, Platform, host_platform
+from podkit.image.errors import (
+    BlobNotFoundError,
+    DigestMismatchError,
+    ImageError,
+    ImageInUseError,
+    ImageNotFoundError,
+    PlatformNotFoundError,
+    RegistryError,
+    UnsafeLayerError,
+    UnsupportedMediaTypeError,
+)
+from podkit.image.layout import import_image
+from podkit.image.progress import Progress, ProgressCallback
+from podkit.image.reference import Reference, ReferenceError, parse_reference
+from podkit.image.store import GCResult, Image, ImageStore, chain_ids
+from podkit.image.unpack import (
+    Rootfs,
+    create_rootfs,
+    get_rootfs,
+    list_rootfs,
+    overlay_supported,
+    remove_rootfs,
+    unmount_rootfs,
+    unpack,
+)
+
+__all__ = [
+    "BlobNotFoundError",
+    "Descriptor",
+    "DigestMismatchError",
+    "GCResult",
+    "Image",
+    "ImageError",
+    "ImageInUseError",
+    "ImageNotFoundError",
+    "ImageStore",
+    "Platform",
+    "PlatformNotFoundError",
+    "Progress",
+    "ProgressCallback",
+    "Reference",
+    "ReferenceError",
+    "RegistryError",
+    "Rootfs",
+    "UnsafeLayerError",
+    "UnsupportedMediaTypeError",
+    "chain_ids",
+    "create_rootfs",
+    "get_rootfs",
+    "host_platform",
+    "import_image",
+    "list_rootfs",
+    "overlay_supported",
+    "parse_reference",
+    "remove_rootfs",
+    "unmount_rootfs",
+    "unpack",
+]

@@ -1,0 +1,630 @@
+"""Layers to snapshots, snapshots to container root filesystems.
+
+Each layer is unpacked into its own snapshot directory ``snapshots/<chain-id hex>/fs``, keyed by
+ChainID so images that share a base share its snapshots. A layer is extracted into a temp dir
+and renamed into place only when the whole tar was read and its uncompressed digest matched the
+``diff_id`` of the image config: a failed unpack leaves no partial snapshot.
+
+Snapshots use the overlayfs format (the decision that lets one snapshot serve both modes):
+
+* a whiteout ``.wh.<name>`` becomes a character device 0/0 named ``<name>``;
+* an opaque marker ``.wh..wh..opq`` becomes the ``trusted.overlay.opaque=y`` xattr on its dir.
+
+A container rootfs is then either an overlay mount (``lowerdir`` = snapshots, top layer first,
+plus a per-container ``upper``/``work`` dir) or, when overlay is not available, a copy that
+applies the snapshots base first, interpreting those whiteouts and opaque dirs. ``trusted.
+overlay.*`` xattrs inside a layer tar are ignored, never applied.
+
+Entries that would escape the snapshot (absolute paths, ``..``, paths through a symlink,
+hardlinks outside) are refused with :class:`UnsafeLayerError` naming the layer and the entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from podkit._files import atomic_write, file_lock, fsync_dir, validate_id
+from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from podkit.image.descriptor import Descriptor, layer_compression
+from podkit.image.errors import (
+    DigestMismatchError,
+    ImageError,
+    ImageInUseError,
+    UnsafeLayerError,
+    UnsupportedMediaTypeError,
+)
+from podkit.image.reference import Reference
+from podkit.image.store import Image, ImageStore
+
+__all__ = [
+    "OPAQUE_XATTR",
+    "Rootfs",
+    "create_rootfs",
+    "get_rootfs",
+    "list_rootfs",
+    "overlay_supported",
+    "remove_rootfs",
+    "unmount_rootfs",
+    "unpack",
+]
+
+OPAQUE_XATTR = "trusted.overlay.opaque"
+_WH_PREFIX = ".wh."
+_WH_OPAQUE = ".wh..wh..opq"
+_WH_META = ".wh..wh."
+_MAX_HEADER = 1 << 20  # pax / GNU long-name headers bigger than this are refused
+_CHUNK = 1 << 20
+_MS_RDONLY = 1
+_MNT_DETACH = 2
+_HEADER_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
+                 tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """TarInfo that refuses huge extended headers instead of reading them into memory."""
+
+    def _proc_member(self, tarfile: tarfile.TarFile) -> Any:
+        if self.type in _HEADER_TYPES and self.size > _MAX_HEADER:
+            raise UnsafeLayerError(
+                f"extended tar header of {self.size} bytes (limit {_MAX_HEADER})"
+            )
+        return super()._proc_member(tarfile)  # type: ignore[misc]
+
+
+class _HashingReader(io.RawIOBase):
+    """Passes reads through, hashing them (the uncompressed stream gives the diff_id)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self._inner = inner
+        self.hash = hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n: int = self._inner.readinto(buffer) or 0
+        if n:
+            self.hash.update(memoryview(buffer)[:n])
+        return n
+
+
+def _decompressor(raw: Any, compression: str, where: str) -> Any:
+    if compression == "":
+        return raw
+    if compression == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if compression == "zstd":
+        try:
+            import zstandard  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise UnsupportedMediaTypeError(
+                f"layer{where} is zstd-compressed: install the 'zstandard' package to unpack it"
+            ) from None
+        return zstandard.ZstdDecompressor().stream_reader(raw, read_size=_CHUNK)
+    raise UnsupportedMediaTypeError(f"unsupported layer compression {compression!r}{where}")
+
+
+def _entry_path(name: str, what: str, where: str) -> str:
+    """Normalise a tar entry name to a relative path; refuse absolute paths and ``..``."""
+    if "\0" in name:
+        raise UnsafeLayerError(f"layer{where}: {what} {name!r} contains NUL")
+    if name.startswith("/"):
+        raise UnsafeLayerError(f"layer{where}: {what} {name!r} is an absolute path")
+    parts = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            raise UnsafeLayerError(f"layer{where}: {what} {name!r} contains '..'")
+        parts.append(part)
+    return "/".join(parts)
+
+
+def _lexists(path: str) -> bool:
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove(path: str) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+def _ensure_parents(root: str, rel: str, name: str, where: str) -> str:
+    """Create the missing parent dirs of ``rel`` under ``root``; refuse symlinked parents."""
+    parent = root
+    parts = rel.split("/")[:-1]
+    for part in parts:
+        parent = os.path.join(parent, part)
+        try:
+            st = os.lstat(parent)
+        except FileNotFoundError:
+            os.mkdir(parent, 0o755)
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeLayerError(
+                f"layer{where}: entry {name!r} passes through symlink "
+                f"{os.path.relpath(parent, root)!r} (possible escape)"
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafeLayerError(
+                f"layer{where}: entry {name!r} is under non-directory "
+                f"{os.path.relpath(parent, root)!r}"
+            )
+    return parent
+
+
+def _chown(path: str, uid: int, gid: int) -> None:
+    if os.geteuid() == 0:
+        os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def _set_xattrs(path: str, member: tarfile.TarInfo, where: str) -> None:
+    for key, value in member.pax_headers.items():
+        if not key.startswith("SCHILY.xattr."):
+            continue
+        name = key[len("SCHILY.xattr."):]
+        if name.startswith("trusted.overlay."):
+            continue  # would forge overlay metadata (opaque, redirect): never from a layer
+        try:
+            os.setxattr(path, name, value.encode("utf-8", "surrogateescape"),
+                        follow_symlinks=False)
+        except OSError as e:
+            if e.errno in (errno.ENOTSUP, errno.EPERM) and member.issym():
+                continue
+            if e.errno == errno.ENOTSUP:
+                continue  # the filesystem cannot hold it (for example security.selinux)
+            raise ImageError(
+                f"layer{where}: cannot set xattr {name!r} on {member.name!r}: {e}"
+            ) from None
+
+
+def _copy_up(parents: list[str], rel: str, dest_root: str, where: str) -> bool:
+    """Copy ``rel`` from the nearest parent snapshot into ``dest_root`` (hardlink targets)."""
+    for parent in reversed(parents):
+        src = os.path.join(parent, rel)
+        try:
+            st = os.lstat(src)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            return False  # whited out
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        _ensure_parents(dest_root, rel, rel, where)
+        dst = os.path.join(dest_root, rel)
+        shutil.copyfile(src, dst, follow_symlinks=False)
+        _chown(dst, st.st_uid, st.st_gid)
+        os.chmod(dst, stat.S_IMODE(st.st_mode))
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+        return True
+    return False
+
+
+def _extract(tf: tarfile.TarFile, root: str, parents: list[str], where: str) -> None:
+    dirs: list[tuple[str, tarfile.TarInfo]] = []
+    for member in tf:
+        rel = _entry_path(member.name, "entry", where)
+        if not rel:
+            continue  # the layer root itself
+        base = rel.rsplit("/", 1)[-1]
+        parent = _ensure_parents(root, rel, member.name, where)
+        if base.startswith(_WH_PREFIX):
+            if base == _WH_OPAQUE:
+                os.setxattr(parent, OPAQUE_XATTR, b"y")
+            elif not base.startswith(_WH_META):
+                target = base[len(_WH_PREFIX):]
+                if target in ("", ".", ".."):
+                    raise UnsafeLayerError(f"layer{where}: bad whiteout {member.name!r}")
+                path = os.path.join(parent, target)
+                _remove(path)
+                os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+            continue
+        path = os.path.join(root, rel)
+        try:
+            existing = os.lstat(path)
+        except FileNotFoundError:
+            existing = None
+        if existing is not None and not (member.isdir() and stat.S_ISDIR(existing.st_mode)):
+            _remove(path)
+        if member.isdir():
+            if existing is None or not stat.S_ISDIR(existing.st_mode):
+                os.mkdir(path, 0o700)
+            dirs.append((path, member))
+        elif member.isreg():
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                src = tf.extractfile(member)
+                if src is not None:
+                    shutil.copyfileobj(src, out, _CHUNK)
+                if os.geteuid() == 0:
+                    os.fchown(out.fileno(), member.uid, member.gid)
+                os.fchmod(out.fileno(), member.mode & 0o7777)
+            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+        elif member.issym():
+            os.symlink(member.linkname, path)
+            _chown(path, member.uid, member.gid)
+            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+        elif member.islnk():
+            target_rel = _entry_path(member.linkname, f"hardlink target of {member.name!r}",
+                                     where)
+            if not target_rel:
+                raise UnsafeLayerError(f"layer{where}: hardlink {member.name!r} to the root")
+            _ensure_parents(root, target_rel, member.linkname, where)
+            target = os.path.join(root, target_rel)
+            if not _lexists(target) and not _copy_up(parents, target_rel, root, where):
+                raise UnsafeLayerError(
+                    f"layer{where}: hardlink {member.name!r} to missing {member.linkname!r}"
+                )
+            if stat.S_ISDIR(os.lstat(target).st_mode):
+                raise UnsafeLayerError(
+                    f"layer{where}: hardlink {member.name!r} to directory {member.linkname!r}"
+                )
+            os.link(target, path, follow_symlinks=False)
+            continue  # a hardlink shares the target's metadata
+        elif member.ischr() or member.isblk():
+            kind = stat.S_IFCHR if member.ischr() else stat.S_IFBLK
+            os.mknod(path, kind | 0o600, os.makedev(member.devmajor, member.devminor))
+            _chown(path, member.uid, member.gid)
+            os.chmod(path, member.mode & 0o7777)
+            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+        elif member.isfifo():
+            os.mkfifo(path, 0o600)
+            _chown(path, member.uid, member.gid)
+            os.chmod(path, member.mode & 0o7777)
+            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+        else:
+            raise UnsafeLayerError(
+                f"layer{where}: entry {member.name!r} has unsupported type {member.type!r}"
+            )
+        _set_xattrs(path, member, where)
+    for path, member in reversed(dirs):
+        _chown(path, member.uid, member.gid)
+        os.chmod(path, member.mode & 0o7777)
+        os.utime(path, (member.mtime, member.mtime))
+
+
+def _snapshot_dir(store: ImageStore, chain_id: str) -> Path:
+    return store.root / "snapshots" / chain_id.partition(":")[2]
+
+
+def _unpack_layer(store: ImageStore, image: Image, index: int, parents: list[str]) -> Path:
+    layer: Descriptor = image.layers[index]
+    diff_id = image.diff_ids[index]
+    chain_id = image.chain_ids[index]
+    where = f" {layer.digest} of {image.name}"
+    final = _snapshot_dir(store, chain_id)
+    compression = layer_compression(layer.media_type, f" ({layer.digest} of {image.name})")
+    tmp = Path(tempfile.mkdtemp(dir=store.root / "snapshots", prefix=".unpack-"))
+    try:
+        fs = tmp / "fs"
+        fs.mkdir(mode=0o755)
+        with store.open_blob(layer.digest, layer.size, f" (layer of {image.name})") as raw:
+            stream = _decompressor(raw, compression, where)
+            hashing = _HashingReader(stream)
+            reader = io.BufferedReader(hashing, _CHUNK)
+            try:
+                with tarfile.open(fileobj=reader, mode="r|", tarinfo=_BoundedTarInfo,
+                                  bufsize=_CHUNK) as tf:
+                    _extract(tf, str(fs), parents, where)
+                while reader.read(_CHUNK):
+                    pass
+            except UnsafeLayerError as e:
+                msg = str(e)
+                if not msg.startswith("layer "):
+                    msg = f"layer{where}: {msg}"
+                raise UnsafeLayerError(msg) from None
+            except (tarfile.TarError, EOFError, OSError, ValueError) as e:
+                if isinstance(e, DigestMismatchError):
+                    raise
+                raise ImageError(f"layer{where}: cannot unpack: {e}") from None
+            raw.read()
+        actual = "sha256:" + hashing.hash.hexdigest()
+        if actual != diff_id:
+            raise DigestMismatchError(
+                f"layer{where}: uncompressed content is {actual}, config diff_id is {diff_id}"
+            )
+        meta = {"chainId": chain_id, "diffId": diff_id, "layer": layer.to_dict(),
+                "parent": image.chain_ids[index - 1] if index else None}
+        atomic_write(tmp / "snapshot.json", json.dumps(meta, indent=2) + "\n")
+        os.rename(tmp, final)
+        fsync_dir(final.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _resolve(store: ImageStore, ref: Image | Reference | str) -> Image:
+    return ref if isinstance(ref, Image) else store.get(ref)
+
+
+def unpack(store: ImageStore, ref: Image | Reference | str) -> list[Path]:
+    """Unpack the layers of an image into snapshots (skipping existing ones).
+
+    Returns the snapshot ``fs`` directories, base layer first. Safe to call concurrently for
+    the same or overlapping images from several processes.
+    """
+    image = _resolve(store, ref)
+    out: list[Path] = []
+    with store.hold():
+        for i, chain_id in enumerate(image.chain_ids):
+            snap = _snapshot_dir(store, chain_id)
+            with file_lock(store.root / "locks" / f"snapshot-{snap.name}.lock"):
+                if not snap.is_dir():
+                    _unpack_layer(store, image, i, [str(p) for p in out])
+            out.append(snap / "fs")
+    return out
+
+
+# -- container root filesystems ------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Rootfs:
+    """A container's root filesystem made from an image.
+
+    ``path`` is the directory to use as the OCI ``root.path``; ``mode`` is ``overlay`` or
+    ``copy``; ``chain_ids`` are the snapshots it uses (protected from ``gc()``).
+    """
+
+    container_id: str
+    image: str
+    path: Path
+    mode: str
+    chain_ids: tuple[str, ...]
+
+
+_libc: Any = None
+
+
+def _libc_call() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def _mount_overlay(lowers: list[Path], upper: Path, work: Path, target: Path) -> None:
+    options = (f"lowerdir={':'.join(str(p) for p in lowers)},upperdir={upper},"
+               f"workdir={work},index=off")
+    if len(options) >= 4096:
+        raise OSError(errno.E2BIG, "overlay mount options longer than a page")
+    rc = _libc_call().mount(b"overlay", os.fsencode(target), b"overlay", 0,
+                            options.encode())
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount overlay on {target}: {os.strerror(err)}")
+
+
+def _umount(target: Path) -> None:
+    libc = _libc_call()
+    if libc.umount2(os.fsencode(target), 0) == 0:
+        return
+    err = ctypes.get_errno()
+    if err == errno.EINVAL:
+        return  # not a mount point
+    if err == errno.EBUSY and libc.umount2(os.fsencode(target), _MNT_DETACH) == 0:
+        return
+    raise ImageInUseError(f"cannot unmount {target}: {os.strerror(err)}")
+
+
+def overlay_supported() -> bool:
+    """True if the kernel has overlayfs and this process may mount (root)."""
+    try:
+        with open("/proc/filesystems") as f:
+            has = any(line.split()[-1:] == ["overlay"] for line in f)
+    except OSError:
+        return False
+    return has and os.geteuid() == 0
+
+
+def _copy_meta(src: str, dst: str, st: os.stat_result) -> None:
+    _chown(dst, st.st_uid, st.st_gid)
+    if not stat.S_ISLNK(st.st_mode):
+        os.chmod(dst, stat.S_IMODE(st.st_mode))
+    for name in os.listxattr(src, follow_symlinks=False):
+        if name.startswith("trusted.overlay."):
+            continue
+        with contextlib.suppress(OSError):
+            os.setxattr(dst, name, os.getxattr(src, name, follow_symlinks=False),
+                        follow_symlinks=False)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
+
+
+def _apply_snapshot(src: str, dst: str, links: dict[tuple[int, int], str]) -> None:
+    """Apply one overlay-format snapshot dir onto ``dst`` (copy mode)."""
+    try:
+        opaque = os.getxattr(src, OPAQUE_XATTR) == b"y"
+    except OSError:
+        opaque = False
+    if opaque:
+        for name in os.listdir(dst):
+            _remove(os.path.join(dst, name))
+    with os.scandir(src) as it:
+        entries = list(it)
+    for entry in entries:
+        s = entry.path
+        d = os.path.join(dst, entry.name)
+        st = entry.stat(follow_symlinks=False)
+        mode = st.st_mode
+        if stat.S_ISCHR(mode) and st.st_rdev == 0:
+            _remove(d)
+            continue
+        try:
+            existing: os.stat_result | None = os.lstat(d)
+        except FileNotFoundError:
+            existing = None
+        if stat.S_ISDIR(mode):
+            if existing is not None and not stat.S_ISDIR(existing.st_mode):
+                _remove(d)
+                existing = None
+            if existing is None:
+                os.mkdir(d, 0o700)
+            _apply_snapshot(s, d, links)
+            _copy_meta(s, d, st)
+            continue
+        if existing is not None:
+            _remove(d)
+        key = (st.st_dev, st.st_ino)
+        if st.st_nlink > 1 and key in links:
+            os.link(links[key], d, follow_symlinks=False)
+            continue
+        if stat.S_ISREG(mode):
+            shutil.copyfile(s, d, follow_symlinks=False)
+        elif stat.S_ISLNK(mode):
+            os.symlink(os.readlink(s), d)
+        elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode):
+            os.mknod(d, mode, st.st_rdev)
+        else:
+            continue  # sockets are not image content
+        if st.st_nlink > 1:
+            links[key] = d
+        _copy_meta(s, d, st)
+
+
+def _container_dir(store: ImageStore, container_id: str) -> Path:
+    return store.root / "containers" / validate_id(container_id, "container ID")
+
+
+def create_rootfs(store: ImageStore, ref: Image | Reference | str, container_id: str, *,
+                  mode: str = "auto", readonly: bool = False) -> Rootfs:
+    """Make a root filesystem for ``container_id`` from an image.
+
+    ``mode``: ``overlay`` (mount the snapshots plus a private upper dir), ``copy`` (a private
+    copy of the layers), or ``auto`` (overlay when available, else copy). ``readonly`` mounts
+    the overlay without an upper dir. On any error nothing is left behind.
+    """
+    if mode not in ("auto", "overlay", "copy"):
+        raise InvalidArgumentError(f"invalid rootfs mode {mode!r}: want auto, overlay or copy")
+    image = _resolve(store, ref)
+    cdir = _container_dir(store, container_id)
+    with store.hold():
+        try:
+            cdir.mkdir()
+        except FileExistsError:
+            raise AlreadyExistsError(
+                f"rootfs for container {container_id!r} already exists in {store.root}"
+            ) from None
+        target = cdir / "rootfs"
+        try:
+            use = mode
+            if use == "auto":
+                use = "overlay" if overlay_supported() else "copy"
+            meta = {"containerId": container_id, "image": image.name, "mode": use,
+                    "chainIds": image.chain_ids, "path": str(target)}
+            atomic_write(cdir / "rootfs.json", json.dumps(meta, indent=2) + "\n")
+            lowers = unpack(store, image)
+            target.mkdir(mode=0o755)
+            if use == "overlay":
+                try:
+                    _mount_rootfs(cdir, lowers, readonly)
+                except OSError as e:
+                    if mode == "overlay":
+                        raise ImageError(
+                            f"cannot mount overlay rootfs for {container_id!r} from "
+                            f"{image.name}: {e}"
+                        ) from None
+                    use = "copy"
+                    meta["mode"] = use
+                    atomic_write(cdir / "rootfs.json", json.dumps(meta, indent=2) + "\n")
+            if use == "copy":
+                links: dict[tuple[int, int], str] = {}
+                for lower in lowers:
+                    links.clear()
+                    _apply_snapshot(str(lower), str(target), links)
+        except BaseException:
+            _cleanup(cdir)
+            raise
+    return Rootfs(container_id, image.name, target, use, tuple(image.chain_ids))
+
+
+def _mount_rootfs(cdir: Path, lowers: list[Path], readonly: bool) -> None:
+    target = cdir / "rootfs"
+    upper, work = cdir / "upper", cdir / "work"
+    ordered = list(reversed(lowers))  # overlay wants the top-most layer first
+    if readonly:
+        if len(ordered) == 1:
+            ordered.append(ordered[0])  # overlay needs two lowers without an upper dir
+        options = f"lowerdir={':'.join(str(p) for p in ordered)}"
+        rc = _libc_call().mount(b"overlay", os.fsencode(target), b"overlay", _MS_RDONLY,
+                                options.encode())
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"mount overlay on {target}: {os.strerror(err)}")
+        return
+    upper.mkdir(mode=0o755, exist_ok=True)
+    work.mkdir(mode=0o700, exist_ok=True)
+    _mount_overlay(ordered, upper, work, target)
+
+
+def _cleanup(cdir: Path) -> None:
+    target = cdir / "rootfs"
+    if os.path.ismount(target):
+        _umount(target)
+    shutil.rmtree(cdir, ignore_errors=True)
+    if cdir.exists():
+        shutil.rmtree(cdir)
+
+
+def get_rootfs(store: ImageStore, container_id: str) -> Rootfs:
+    """The rootfs recorded for ``container_id``, else ``NotFoundError``."""
+    cdir = _container_dir(store, container_id)
+    try:
+        meta = json.loads((cdir / "rootfs.json").read_text())
+    except FileNotFoundError:
+        raise NotFoundError(f"no rootfs for container {container_id!r} in {store.root}") from None
+    return Rootfs(container_id, str(meta["image"]), Path(meta["path"]), str(meta["mode"]),
+                  tuple(meta["chainIds"]))
+
+
+def list_rootfs(store: ImageStore) -> list[Rootfs]:
+    """Every container rootfs recorded in the store."""
+    out = []
+    for meta in sorted((store.root / "containers").glob("*/rootfs.json")):
+        with contextlib.suppress(NotFoundError, ValueError, KeyError):
+            out.append(get_rootfs(store, meta.parent.name))
+    return out
+
+
+def unmount_rootfs(store: ImageStore, container_id: str) -> None:
+    """Unmount an overlay rootfs (no-op when not mounted or in copy mode)."""
+    target = _container_dir(store, container_id) / "rootfs"
+    if os.path.ismount(target):
+        _umount(target)
+
+
+def remove_rootfs(store: ImageStore, container_id: str) -> None:
+    """Unmount and delete a container's rootfs, upper and work dirs (idempotent)."""
+    cdir = _container_dir(store, container_id)
+    if not cdir.exists():
+        return
+    _cleanup(cdir)
+
