@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
 
@@ -53,6 +54,17 @@ def snapshot() -> frozenset[str]:
 def diff(before: Iterable[str], after: Iterable[str]) -> list[str]:
     """The items of ``after`` that were not in ``before``, sorted: what leaked in between."""
     return sorted(set(after) - set(before))
+
+
+def leaked_since(before: Iterable[str], settle: float = 1.0) -> list[str]:
+    """New items now compared with ``before``; looks twice, ``settle`` seconds apart, so
+    teardown still finishing in the background (a container's exit, a lazy unmount) is not
+    reported."""
+    leaked = diff(before, snapshot())
+    if leaked and settle > 0:
+        time.sleep(settle)
+        leaked = diff(before, snapshot())
+    return leaked
 
 
 # --- one function per kind of resource ------------------------------------------------------
