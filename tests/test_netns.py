@@ -266,6 +266,21 @@ def test_remove_unmounts_stacked_pins(ns_dir: Path) -> None:
 
 
 @pytest.mark.integration
+def test_symlinks_are_followed_for_use_but_not_removed_through(ns_dir: Path) -> None:
+    ns = netns.create(unique(), dir=ns_dir)
+    link = ns_dir.parent / "link"
+    link.symlink_to(ns.path)
+    assert netns.exists(link)
+    assert netns.open_netns(link).path == str(link)
+    assert netns.run_in(link, ns_inode) == ns_inode(ns.path)
+    with pytest.raises(netns.InvalidArgumentError, match="refusing to remove"):
+        netns.remove(link)
+    assert ns.exists() and link.is_symlink()
+    ns.remove()
+    link.unlink()
+
+
+@pytest.mark.integration
 def test_remove_refuses_other_namespace_types(ns_dir: Path) -> None:
     ns_dir.mkdir()
     uts = ns_dir / "uts"

@@ -126,20 +126,24 @@ def _setns(fd: int, path: str) -> None:
 _MISSING, _NETNS, _STALE, _OTHER = "missing", "netns", "stale", "other"
 
 
-def _kind(path: str) -> str:
-    """Classify ``path``: a live net namespace pin, a stale (unmounted) empty pin file, ..."""
+def _kind(path: str, *, follow: bool = True) -> str:
+    """Classify ``path``: a live net namespace pin, a stale (unmounted) empty pin file, ...
+
+    ``follow=False`` classifies a symlink itself (as "other"), for ``remove``.
+    """
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return _MISSING
-    except NotADirectoryError:
+        st = os.stat(path, follow_symlinks=follow)
+    except (FileNotFoundError, NotADirectoryError):
         return _MISSING
     if not stat.S_ISREG(st.st_mode):
         return _OTHER
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+        fd = os.open(path, flags)
+    except (FileNotFoundError, NotADirectoryError):
         return _MISSING
+    except OSError:
+        return _OTHER
     try:
         nstype = fcntl.ioctl(fd, _NS_GET_NSTYPE)
     except OSError:
@@ -370,10 +374,11 @@ def remove(path: StrPath) -> None:
 
     Idempotent: a missing path is fine, and so is a pin someone else already unmounted (the
     empty file is deleted). Refuses, with ``InvalidArgumentError``, a path that is neither a
-    network namespace pin nor an empty pin file, so a wrong path never deletes real data.
+    network namespace pin nor an empty pin file (a symlink is not followed), so a wrong path
+    never deletes real data.
     """
     p = os.path.abspath(os.fspath(path))
-    kind = _kind(p)
+    kind = _kind(p, follow=False)
     if kind == _MISSING:
         return
     if kind == _OTHER:
@@ -387,7 +392,7 @@ def remove(path: StrPath) -> None:
             if e.errno == errno.ENOENT:
                 return
             raise NetNSError(f"cannot unmount network namespace {p}: {e.strerror}", p) from e
-    if _kind(p) not in (_STALE, _MISSING):
+    if _kind(p, follow=False) not in (_STALE, _MISSING):
         raise InvalidArgumentError(
             f"{p} is not an empty pin file after unmounting; refusing to remove it", p
         )
