@@ -13,8 +13,9 @@ Rules, so the monitor never races other ``waitpid`` users in the same process:
   (``subprocess.Popen``, ``os.fork``) are never touched: Popen keeps reaping its own.
 * Subscribe before the process can be reaped by anyone else: the runtime adapter subscribes to
   the init PID right after ``create`` (init is blocked until ``start``) and to an exec PID as
-  soon as the pid file is read. Exits of orphans reaped before a subscription are remembered
-  (bounded) and handed to a late subscriber.
+  soon as the pid file is read. Exits this monitor collected (subscribed or orphan) are
+  remembered (the last 1024) and handed to a late subscriber.
+* One monitor per process: use ``default_monitor()``. Two monitors would split the orphans.
 * Nobody else in the process may call ``os.wait()``/``waitpid(-1)`` (that would steal exits).
 
 The reaper waits on a ``pidfd`` per subscribed PID (Linux >= 5.3), so an exit is seen at once;
@@ -37,16 +38,26 @@ from podkit.errors import ConflictError, NotFoundError
 from podkit.runtime.base import ExitStatus
 from podkit.runtime.errors import RuntimeTimeoutError
 
-__all__ = ["Monitor", "Subscription", "default_monitor", "set_subreaper"]
+__all__ = ["Monitor", "Subscription", "default_monitor", "is_subreaper", "set_subreaper"]
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
-_REMEMBERED_ORPHANS = 1024
+_REMEMBERED_EXITS = 1024
+
+
+_LIBC: ctypes.CDLL | None = None
+
+
+def _libc() -> ctypes.CDLL:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
 
 
 def set_subreaper(enable: bool = True) -> None:
     """Mark (or unmark) this process as a child subreaper via ``prctl``."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if enable else 0, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
@@ -54,7 +65,7 @@ def set_subreaper(enable: bool = True) -> None:
 
 def is_subreaper() -> bool:
     """Whether this process is currently a child subreaper."""
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     value = ctypes.c_int(0)
     if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
         return False
@@ -145,18 +156,22 @@ class Monitor:
         self.orphan_interval = orphan_interval
         self._lock = threading.Lock()
         self._subs: dict[int, tuple[Subscription, int]] = {}  # pid -> (sub, pidfd)
-        self._orphans: collections.OrderedDict[int, ExitStatus] = collections.OrderedDict()
+        self._exited: collections.OrderedDict[int, ExitStatus] = collections.OrderedDict()
         self._thread: threading.Thread | None = None
         self._wake_r = self._wake_w = -1
         self._owner_pid = 0
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> None:
-        """Become a subreaper and start the reaper thread (idempotent, fork-aware)."""
+        """Become a subreaper and start the reaper thread (idempotent, fork-aware).
+
+        The subreaper flag is (re)asserted on every call, so code that cleared it (tests that
+        hand orphans back to PID 1) gets it back before the next container is created.
+        """
         with self._lock:
+            set_subreaper(True)
             if self._thread is not None and self._owner_pid == os.getpid():
                 return
-            set_subreaper(True)
             self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._owner_pid = os.getpid()
             self._subs.clear()
@@ -204,14 +219,14 @@ class Monitor:
                     fd = -1
             sub = Subscription(pid)
             if fd < 0:
-                status = self._orphans.pop(pid, None)
+                status = self._exited.get(pid)
                 if status is None:
                     raise NotFoundError(
                         f"pid {pid} is not a child of this process (or was reaped elsewhere)"
                     )
                 sub._resolve(status)
                 return sub
-            self._orphans.pop(pid, None)  # stale entry of an earlier process with this pid
+            self._exited.pop(pid, None)  # stale: an earlier process that had this pid
             self._subs[pid] = (sub, fd)
         self._wake()
         return sub
@@ -266,11 +281,18 @@ class Monitor:
                 return  # readable but not yet exited: spurious
             del self._subs[pid]
             os.close(fd)
-        sub._resolve(
-            ExitStatus.from_wait_status(status, _now())
-            if status >= 0
-            else ExitStatus(exit_code=255, exited_at=_now())
-        )
+            result = (
+                ExitStatus.from_wait_status(status, _now())
+                if status >= 0
+                else ExitStatus(exit_code=255, exited_at=_now())
+            )
+            self._remember(pid, result)
+        sub._resolve(result)
+
+    def _remember(self, pid: int, status: ExitStatus) -> None:
+        self._exited[pid] = status
+        while len(self._exited) > _REMEMBERED_EXITS:
+            self._exited.popitem(last=False)
 
     def _reap_orphans(self) -> None:
         with self._lock:
@@ -282,9 +304,7 @@ class Monitor:
                 except ChildProcessError:
                     continue
                 if got:
-                    self._orphans[pid] = ExitStatus.from_wait_status(status, _now())
-                    while len(self._orphans) > _REMEMBERED_ORPHANS:
-                        self._orphans.popitem(last=False)
+                    self._remember(pid, ExitStatus.from_wait_status(status, _now()))
 
 
 _DEFAULT: Monitor | None = None

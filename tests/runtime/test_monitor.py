@@ -1,0 +1,136 @@
+"""Monitor: subreaper, per-PID subscribers, orphans from nested PID namespaces, no stealing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from conftest import require_binary, require_root
+from podkit.errors import ConflictError, NotFoundError
+from podkit.runtime.errors import RuntimeTimeoutError
+from podkit.runtime.monitor import Monitor, default_monitor, is_subreaper, set_subreaper
+
+
+@pytest.fixture
+def monitor() -> Iterator[Monitor]:
+    was = is_subreaper()
+    m = default_monitor()  # one reaper per process, as the rules say
+    interval = m.orphan_interval
+    m.orphan_interval = 0.05
+    m.start()
+    yield m
+    m.orphan_interval = interval
+    set_subreaper(was)
+
+
+def spawn(*argv: str) -> int:
+    """A child this test owns (not a Popen, which would reap it itself)."""
+    return os.posix_spawnp(argv[0], list(argv), dict(os.environ))
+
+
+def test_start_makes_subreaper(monitor: Monitor) -> None:
+    assert is_subreaper()
+    assert monitor.running
+
+
+def test_exit_code_and_signal(monitor: Monitor) -> None:
+    sub = monitor.subscribe(spawn("sh", "-c", "exit 5"))
+    st = sub.wait(10)
+    assert (st.exit_code, st.signal) == (5, None)
+    assert st.exited_at is not None
+    pid = spawn("sleep", "30")
+    sub = monitor.subscribe(pid)
+    assert not sub.done() and sub.status is None
+    os.kill(pid, signal.SIGKILL)
+    st = sub.wait(10)
+    assert (st.exit_code, st.signal) == (137, 9)
+
+
+def test_zombie_subscribed_late_still_reported(monitor: Monitor) -> None:
+    pid = spawn("sh", "-c", "exit 4")
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it is a zombie now
+    assert monitor.wait(pid, 10).exit_code == 4
+
+
+def test_subscribe_twice_same_subscription_and_callback(monitor: Monitor) -> None:
+    pid = spawn("sh", "-c", "exit 2")
+    a, b = monitor.subscribe(pid), monitor.subscribe(pid)
+    assert a is b
+    seen: list[int] = []
+    a.add_done_callback(lambda s: seen.append(s.exit_code))
+    a.wait(10)
+    a.add_done_callback(lambda s: seen.append(s.exit_code + 100))  # after exit: called at once
+    assert seen == [2, 102]
+
+
+def test_timeout(monitor: Monitor) -> None:
+    pid = spawn("sleep", "30")
+    sub = monitor.subscribe(pid)
+    with pytest.raises(RuntimeTimeoutError, match=str(pid)):
+        sub.wait(0.05)
+    os.kill(pid, signal.SIGKILL)
+    assert sub.wait(10).signal == 9
+
+
+def test_not_a_child(monitor: Monitor) -> None:
+    with pytest.raises(NotFoundError, match="not a child"):
+        monitor.subscribe(1)
+    with pytest.raises(ConflictError):
+        monitor.subscribe(0)
+
+
+def test_popen_children_are_left_to_popen(monitor: Monitor) -> None:
+    procs = [subprocess.Popen(["sh", "-c", f"exit {n}"]) for n in (7, 8, 9)]
+    time.sleep(0.3)  # several orphan scans while the Popen children are zombies
+    assert [p.wait(10) for p in procs] == [7, 8, 9]
+
+
+def test_forget(monitor: Monitor) -> None:
+    pid = spawn("sleep", "30")
+    monitor.subscribe(pid)
+    monitor.forget(pid)
+    os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)  # still ours to reap
+    assert os.WTERMSIG(status) == 9
+
+
+@pytest.mark.integration
+def test_orphan_from_nested_pid_namespace_is_reaped(monitor: Monitor) -> None:
+    require_root()
+    require_binary("unshare")
+    # unshare forks the namespace init (our grandchild); killing unshare re-parents it to us
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "sh", "-c", "sleep 0.5; exit 3"])
+    time.sleep(0.2)
+    kids_before = _children()
+    p.kill()
+    p.wait()
+    orphan = next(pid for pid in _wait_children(kids_before, p.pid))
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{orphan}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{orphan}"), "orphan zombie was not reaped"
+    assert monitor.wait(orphan, 1).exit_code == 3  # remembered for a late subscriber
+
+
+def _children() -> set[int]:
+    out: set[int] = set()
+    for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+        with open(f"/proc/{os.getpid()}/task/{tid}/children") as f:
+            out.update(int(x) for x in f.read().split())
+    return out
+
+
+def _wait_children(before: set[int], exclude: int) -> Iterator[int]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        new = _children() - before - {exclude}
+        if new:
+            yield from new
+            return
+        time.sleep(0.02)
+    raise AssertionError("the namespace init was not re-parented to this process")
