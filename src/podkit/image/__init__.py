@@ -11,6 +11,7 @@ opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
 ```
 """
 
+from podkit.image.config import ImageConfig, parse_config, process_args, spec_opts
 from podkit.image.descriptor import Descriptor, Platform, host_platform
 from podkit.image.errors import (
     BlobNotFoundError,
@@ -26,6 +27,7 @@ from podkit.image.errors import (
 from podkit.image.layout import import_image
 from podkit.image.progress import Progress, ProgressCallback
 from podkit.image.reference import Reference, ReferenceError, parse_reference
+from podkit.image.registry import Credentials, Registry, pull, push
 from podkit.image.store import GCResult, Image, ImageStore, chain_ids
 from podkit.image.unpack import (
     Rootfs,
@@ -40,10 +42,12 @@ from podkit.image.unpack import (
 
 __all__ = [
     "BlobNotFoundError",
+    "Credentials",
     "Descriptor",
     "DigestMismatchError",
     "GCResult",
     "Image",
+    "ImageConfig",
     "ImageError",
     "ImageInUseError",
     "ImageNotFoundError",
@@ -54,6 +58,7 @@ __all__ = [
     "ProgressCallback",
     "Reference",
     "ReferenceError",
+    "Registry",
     "RegistryError",
     "Rootfs",
     "UnsafeLayerError",
@@ -65,8 +70,13 @@ __all__ = [
     "import_image",
     "list_rootfs",
     "overlay_supported",
+    "parse_config",
     "parse_reference",
+    "process_args",
+    "pull",
+    "push",
     "remove_rootfs",
+    "spec_opts",
     "unmount_rootfs",
     "unpack",
 ]

@@ -29,7 +29,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 
@@ -49,6 +49,9 @@ from podkit.image.errors import (
     ImageNotFoundError,
 )
 from podkit.image.reference import Reference, parse_digest, parse_reference
+
+if TYPE_CHECKING:
+    from podkit.image.config import ImageConfig
 
 __all__ = ["BlobWriter", "GCResult", "Image", "ImageStore", "VerifyingReader", "chain_ids"]
 
@@ -480,6 +483,14 @@ class ImageStore:
         image = self.get(src)
         name = str(dst if isinstance(dst, Reference) else parse_reference(dst))
         return self.put(attrs.evolve(image, name=name))
+
+    def config(self, ref: Reference | str | Image) -> ImageConfig:
+        """The parsed image configuration (env, entrypoint, cmd, user, ...) of ``ref``."""
+        from podkit.image.config import parse_config
+
+        image = ref if isinstance(ref, Image) else self.get(ref)
+        raw = self.read_blob(image.config.digest, image.config.size, f" (config of {image.name})")
+        return parse_config(raw, f"config {image.config.digest} of {image.name}")
 
     # -- garbage collection ----------------------------------------------------------------
 

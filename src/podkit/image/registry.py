@@ -1,0 +1,473 @@
+"""Pull from (and push to) an OCI distribution registry over HTTP(S) with urllib.
+
+``pull(store, ref)`` negotiates the manifest by ``Accept`` headers (OCI and Docker manifests
+and indexes), picks this machine's platform from an index, then downloads the config and the
+layers concurrently, each verified against its digest and size before it lands in the store.
+Blobs already stored are skipped; a download cut short is kept as ``.partial`` and resumed
+with a ``Range`` request next time (when the registry honours it). Auth: the ``WWW-Authenticate``
+challenge of a ``401`` decides between a bearer token (fetched from the realm, with basic
+credentials if given) and basic auth. 5xx answers, 429 and connection errors are retried with
+exponential backoff. ``push(store, ref)`` uploads blobs (monolithic POST + PUT) and the manifest.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import json
+import random
+import re
+import socket
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+
+from podkit.image.descriptor import (
+    INDEX_TYPES,
+    MANIFEST_TYPES,
+    Descriptor,
+    Platform,
+    digest_of,
+    host_platform,
+    parse_manifest,
+)
+from podkit.image.errors import (
+    BlobNotFoundError,
+    DigestMismatchError,
+    ImageNotFoundError,
+    RegistryError,
+    UnsupportedMediaTypeError,
+)
+from podkit.image.layout import resolve_platform_manifest
+from podkit.image.progress import Progress, ProgressCallback
+from podkit.image.reference import Reference, parse_reference
+from podkit.image.store import Image, ImageStore
+
+__all__ = ["Credentials", "Registry", "pull", "push"]
+
+_ACCEPT = ", ".join(sorted(MANIFEST_TYPES | INDEX_TYPES))
+_CHUNK = 1 << 20
+_MAX_MANIFEST = 8 << 20
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+_NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError,
+                   http.client.HTTPException, ssl.SSLError)
+
+
+@attrs.frozen(slots=True)
+class Credentials:
+    """Username and password (or token) for a registry; sent only after a 401 challenge."""
+
+    username: str
+    password: str = attrs.field(repr=False)
+
+
+AuthSource = Credentials | Mapping[str, Credentials] | Callable[[str], Credentials | None]
+
+
+class _Interrupted(Exception):
+    """A blob body ended early (connection dropped); the partial file is kept for resume."""
+
+
+def _challenge(header: str) -> tuple[str, dict[str, str]]:
+    scheme, _, rest = header.strip().partition(" ")
+    params = {k.lower(): v1 or v2 for k, v1, v2 in
+              re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|([^,\s]*))', rest)}
+    return scheme.lower(), params
+
+
+def _registry_message(body: bytes) -> str:
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        errors = json.loads(body).get("errors") or []
+        parts = [f"{e.get('code', '?')}: {e.get('message', '')}".strip() for e in errors]
+        if parts:
+            return "; ".join(parts)
+    return body[:200].decode("utf-8", "replace").strip()
+
+
+class _NoRedirectAuth(urllib.request.HTTPRedirectHandler):
+    """Follow redirects (blob storage backends) without carrying Authorization along."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
+                         headers: Any, newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and req.get_method() == "HEAD":
+            new.method = "HEAD"
+        return new
+
+
+class Registry:
+    """A client for OCI distribution registries (one per process is plenty; thread-safe).
+
+    ``auth``: credentials for every host, a ``{host: Credentials}`` map, or a callable.
+    ``plain_http``: ``None`` uses HTTP only for loopback hosts, ``True``/``False`` forces it.
+    ``retries`` and ``backoff`` (seconds, doubled per attempt) govern retries of 5xx, 429 and
+    network errors; ``timeout`` is per socket operation; ``max_workers`` parallel layer
+    downloads.
+    """
+
+    def __init__(self, *, auth: AuthSource | None = None, plain_http: bool | None = None,
+                 timeout: float = 30.0, retries: int = 3, backoff: float = 0.2,
+                 max_workers: int = 4, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._auth = auth
+        self._plain_http = plain_http
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_workers = max(1, max_workers)
+        handlers: list[urllib.request.BaseHandler] = [_NoRedirectAuth()]
+        if ssl_context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
+        self._opener = urllib.request.build_opener(*handlers)
+        self._tokens: dict[tuple[str, str], str] = {}
+        self._basic: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- HTTP plumbing ---------------------------------------------------------------------
+
+    @staticmethod
+    def _host(ref: Reference) -> str:
+        return "registry-1.docker.io" if ref.domain == "docker.io" else ref.domain
+
+    def _base(self, ref: Reference) -> str:
+        host = self._host(ref)
+        plain = self._plain_http
+        if plain is None:
+            hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            plain = hostname in _LOOPBACK
+        return f"{'http' if plain else 'https'}://{host}"
+
+    def _credentials(self, host: str) -> Credentials | None:
+        auth = self._auth
+        if auth is None or isinstance(auth, Credentials):
+            return auth
+        if isinstance(auth, Mapping):
+            return auth.get(host)
+        return auth(host)
+
+    def _authorize(self, req: urllib.request.Request, host: str, scope: str) -> None:
+        with self._lock:
+            token = self._tokens.get((host, scope))
+            basic = host in self._basic
+        if token:
+            req.add_unredirected_header("Authorization", f"Bearer {token}")
+        elif basic:
+            creds = self._credentials(host)
+            if creds is not None:
+                raw = f"{creds.username}:{creds.password}".encode()
+                req.add_unredirected_header("Authorization",
+                                            "Basic " + base64.b64encode(raw).decode())
+
+    def _fetch_token(self, host: str, scope: str, params: dict[str, str], what: str) -> None:
+        realm = params.get("realm")
+        if not realm:
+            raise RegistryError(f"{what}: bearer challenge without realm from {host}", 401)
+        query = {"scope": params.get("scope") or scope}
+        if params.get("service"):
+            query["service"] = params["service"]
+        url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
+        req = urllib.request.Request(url)
+        creds = self._credentials(host)
+        if creds is not None:
+            raw = f"{creds.username}:{creds.password}".encode()
+            req.add_unredirected_header("Authorization", "Basic " + base64.b64encode(raw).decode())
+        try:
+            with self._opener.open(req, timeout=self.timeout) as resp:
+                data = json.loads(resp.read(1 << 20))
+        except urllib.error.HTTPError as e:
+            raise RegistryError(
+                f"{what}: token request to {realm} failed: {e.code} "
+                f"{_registry_message(e.read())}", e.code) from None
+        except (*_NETWORK_ERRORS, ValueError) as e:
+            raise RegistryError(f"{what}: token request to {realm} failed: {e}") from None
+        token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise RegistryError(f"{what}: token endpoint {realm} returned no token", 401)
+        with self._lock:
+            self._tokens[(host, scope)] = token
+
+    def _request(self, ref: Reference, method: str, url: str, what: str, *,
+                 headers: Mapping[str, str] | None = None, body: Callable[[], Any] | None = None,
+                 push: bool = False, ok: Iterable[int] = (200,)) -> http.client.HTTPResponse:
+        """Send a request with auth and retries; return the open response (status in ``ok``).
+
+        ``body`` is a factory so a retried upload sends its content again from the start.
+        """
+        host = self._host(ref)
+        scope = f"repository:{ref.path}:{'pull,push' if push else 'pull'}"
+        full = url if "://" in url else self._base(ref) + url
+        auth_tries = 0
+        attempt = 0
+        while True:
+            req = urllib.request.Request(full, method=method,
+                                         data=body() if body is not None else None)
+            for k, v in (headers or {}).items():
+                req.add_header(k, v)
+            self._authorize(req, host, scope)
+            try:
+                resp: http.client.HTTPResponse = self._opener.open(req, timeout=self.timeout)
+            except urllib.error.HTTPError as e:
+                status = e.code
+                payload = e.read() if method != "HEAD" else b""
+                e.close()
+                if status in ok:
+                    raise RegistryError(f"{what}: unexpected redirect body", status) from None
+                if status == 401 and auth_tries < 2:
+                    auth_tries += 1
+                    scheme, params = _challenge(e.headers.get("WWW-Authenticate", ""))
+                    if scheme == "bearer":
+                        self._fetch_token(host, scope, params, what)
+                        continue
+                    if scheme == "basic" and self._credentials(host) is not None:
+                        with self._lock:
+                            self._basic.add(host)
+                        continue
+                if status in _RETRY_STATUS and attempt < self.retries:
+                    attempt += 1
+                    self._sleep(attempt, e.headers.get("Retry-After"))
+                    continue
+                detail = _registry_message(payload)
+                text = f"{what}: {host} answered {status} {e.reason}"
+                if detail:
+                    text += f" ({detail})"
+                if status == 401:
+                    text += ": authentication required or credentials rejected"
+                elif status == 403:
+                    text += ": access denied"
+                if status == 404:
+                    raise (ImageNotFoundError if "manifest" in what else BlobNotFoundError)(
+                        text) from None
+                raise RegistryError(text, status) from None
+            except _NETWORK_ERRORS as e:
+                if attempt < self.retries:
+                    attempt += 1
+                    self._sleep(attempt, None)
+                    continue
+                reason = getattr(e, "reason", e)
+                raise RegistryError(
+                    f"{what}: cannot reach {host} after {attempt + 1} attempts: {reason}"
+                ) from None
+            if resp.status not in ok:
+                resp.close()
+                raise RegistryError(f"{what}: {host} answered {resp.status}", resp.status)
+            return resp
+
+    def _sleep(self, attempt: int, retry_after: str | None) -> None:
+        delay = self.backoff * (2 ** (attempt - 1))
+        if retry_after and retry_after.isdigit():
+            delay = max(delay, min(float(retry_after), 30.0))
+        time.sleep(delay * (0.75 + random.random() / 2))
+
+    # -- pull ------------------------------------------------------------------------------
+
+    def _get_manifest(self, ref: Reference, reference: str,
+                      expect: Descriptor | None = None) -> tuple[Descriptor, bytes]:
+        what = f"manifest {reference} of {ref}"
+        with self._request(ref, "GET", f"/v2/{ref.path}/manifests/{reference}", what,
+                           headers={"Accept": _ACCEPT}) as resp:
+            raw = resp.read(_MAX_MANIFEST + 1)
+            content_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
+            header_digest = resp.headers.get("Docker-Content-Digest")
+        if len(raw) > _MAX_MANIFEST:
+            raise RegistryError(f"{what}: larger than {_MAX_MANIFEST} bytes")
+        digest = digest_of(raw)
+        if reference.startswith("sha256:") and digest != reference:
+            raise DigestMismatchError(f"{what}: content is {digest}")
+        if header_digest and header_digest.startswith("sha256:") and header_digest != digest:
+            raise DigestMismatchError(
+                f"{what}: Docker-Content-Digest {header_digest} but content is {digest}")
+        media_type = content_type
+        with contextlib.suppress(ValueError, AttributeError):
+            media_type = json.loads(raw).get("mediaType") or content_type
+        if expect is not None:
+            if expect.size != len(raw):
+                raise DigestMismatchError(
+                    f"{what}: {len(raw)} bytes, descriptor says {expect.size}")
+            media_type = expect.media_type
+        if media_type not in MANIFEST_TYPES | INDEX_TYPES:
+            raise UnsupportedMediaTypeError(f"{what}: unsupported media type {media_type!r}")
+        platform = expect.platform if expect is not None else None
+        return Descriptor(media_type, digest, len(raw), platform), raw
+
+    def _fetch_blob(self, store: ImageStore, ref: Reference, desc: Descriptor,
+                    progress: ProgressCallback | None) -> bool:
+        what = f"blob {desc.digest} of {ref}"
+        with store.ingest_lock(desc.digest):
+            if store.has_blob(desc.digest):
+                if progress:
+                    progress(Progress(desc.digest, "exists", desc.size, desc.size))
+                return False
+            attempt = 0
+            while True:
+                writer = store.writer(desc.digest, desc.size, f" of {ref}", resume=True)
+                try:
+                    self._download(ref, desc, writer, what, progress)
+                    writer.commit()
+                except _Interrupted as e:
+                    writer.keep()
+                    if attempt >= self.retries:
+                        raise RegistryError(
+                            f"{what}: download interrupted {attempt + 1} times at byte "
+                            f"{writer.offset} of {desc.size} (truncated): {e}") from None
+                    attempt += 1
+                    self._sleep(attempt, None)
+                    continue
+                except DigestMismatchError:
+                    writer.discard()
+                    raise
+                except BaseException:
+                    writer.keep()
+                    raise
+                if progress:
+                    progress(Progress(desc.digest, "done", desc.size, desc.size))
+                return True
+
+    def _download(self, ref: Reference, desc: Descriptor, writer: Any, what: str,
+                  progress: ProgressCallback | None) -> None:
+        headers = {}
+        if writer.offset:
+            headers["Range"] = f"bytes={writer.offset}-"
+        with self._request(ref, "GET", f"/v2/{ref.path}/blobs/{desc.digest}", what,
+                           headers=headers, ok=(200, 206)) as resp:
+            if resp.status == 206:
+                match = re.match(r"bytes (\d+)-", resp.headers.get("Content-Range", ""))
+                if not match or int(match.group(1)) != writer.offset:
+                    writer.restart()
+                    raise _Interrupted("registry sent an unexpected range")
+            elif writer.offset:
+                writer.restart()  # the registry ignored Range: start over
+            if progress:
+                progress(Progress(desc.digest, "copying", writer.offset, desc.size))
+            try:
+                while chunk := resp.read(_CHUNK):
+                    writer.write(chunk)
+                    if progress:
+                        progress(Progress(desc.digest, "copying", writer.offset, desc.size))
+            except (http.client.IncompleteRead, *_NETWORK_ERRORS) as e:
+                raise _Interrupted(str(e) or type(e).__name__) from None
+
+    def pull(self, store: ImageStore, ref: Reference | str, *, platform: Platform | None = None,
+             progress: ProgressCallback | None = None) -> Image:
+        """Download ``ref`` into ``store`` and record it; returns the :class:`Image`.
+
+        Nothing is recorded unless every blob arrived verified; finished blobs stay in the
+        store (and partial ones in ``ingest/``) so a retry only fetches what is missing.
+        """
+        reference = ref if isinstance(ref, Reference) else parse_reference(ref)
+        want = platform or host_platform()
+        with store.hold():
+            target, raw = self._get_manifest(reference, reference.object)
+            store.put_blob(raw, f" (manifest of {reference})")
+            cache = {target.digest: raw}
+
+            def read(desc: Descriptor) -> bytes:
+                if desc.digest not in cache:
+                    _, body = self._get_manifest(reference, desc.digest, desc)
+                    store.put_blob(body, f" (manifest of {reference})")
+                    cache[desc.digest] = body
+                return cache[desc.digest]
+
+            manifest_desc, _ = resolve_platform_manifest(read, target, want, str(reference))
+            manifest = parse_manifest(read(manifest_desc), manifest_desc.media_type,
+                                      f"manifest {manifest_desc.digest} of {reference}")
+            self._fetch_blob(store, reference, manifest.config, progress)
+            if progress:
+                for layer in manifest.layers:
+                    progress(Progress(layer.digest, "waiting", 0, layer.size))
+            with ThreadPoolExecutor(self.max_workers, "podkit-pull") as pool:
+                futures = [pool.submit(self._fetch_blob, store, reference, layer, progress)
+                           for layer in manifest.layers]
+                errors = [f.exception() for f in futures]
+            for err in errors:
+                if err is not None:
+                    raise err
+            image = store.build_image(reference, target, manifest_desc,
+                                      manifest_desc.platform)
+            return store.put(image)
+
+    # -- push ------------------------------------------------------------------------------
+
+    def _push_blob(self, store: ImageStore, ref: Reference, desc: Descriptor,
+                   progress: ProgressCallback | None) -> None:
+        what = f"blob {desc.digest} of {ref}"
+        path = store.blob_path(desc.digest)
+        if not path.is_file():
+            raise BlobNotFoundError(f"{what}: not in the store, cannot push")
+        try:
+            with self._request(ref, "HEAD", f"/v2/{ref.path}/blobs/{desc.digest}", what,
+                               push=True):
+                if progress:
+                    progress(Progress(desc.digest, "exists", desc.size, desc.size))
+                return
+        except BlobNotFoundError:
+            pass
+        with self._request(ref, "POST", f"/v2/{ref.path}/blobs/uploads/", what, push=True,
+                           ok=(202,), body=lambda: b"") as resp:
+            location = resp.headers.get("Location")
+        if not location:
+            raise RegistryError(f"{what}: upload started without a Location")
+        location = urllib.parse.urljoin(self._base(ref) + "/", location)
+        sep = "&" if "?" in location else "?"
+        url = f"{location}{sep}digest={urllib.parse.quote(desc.digest)}"
+        opened: list[Any] = []
+
+        def body() -> Any:
+            for f in opened:
+                f.close()
+            f = store.open_blob(desc.digest, desc.size)
+            opened.append(f)
+            return f
+
+        try:
+            with self._request(ref, "PUT", url, what, push=True, ok=(201, 204), body=body,
+                               headers={"Content-Type": "application/octet-stream",
+                                        "Content-Length": str(desc.size)}):
+                pass
+        finally:
+            for f in opened:
+                f.close()
+        if progress:
+            progress(Progress(desc.digest, "done", desc.size, desc.size))
+
+    def push(self, store: ImageStore, ref: Reference | str, dest: Reference | str | None = None,
+             *, progress: ProgressCallback | None = None) -> Descriptor:
+        """Upload the stored image ``ref`` (this platform's manifest) to ``dest`` or ``ref``.
+
+        Blobs the registry has are skipped (HEAD); others go up as one monolithic PUT each.
+        Returns the manifest descriptor pushed.
+        """
+        image = store.get(ref)
+        target = parse_reference(str(dest)) if dest is not None else parse_reference(image.name)
+        with store.hold():
+            for desc in (image.config, *image.layers):
+                self._push_blob(store, target, desc, progress)
+            raw = store.read_blob(image.manifest.digest, image.manifest.size,
+                                  f" (manifest of {image.name})")
+            tag = target.tag or image.manifest.digest
+            what = f"manifest {tag} of {target}"
+            with self._request(target, "PUT", f"/v2/{target.path}/manifests/{tag}", what,
+                               push=True, ok=(201, 202, 204), body=lambda: raw,
+                               headers={"Content-Type": image.manifest.media_type}):
+                pass
+        return image.manifest
+
+
+def pull(store: ImageStore, ref: Reference | str, *, platform: Platform | None = None,
+         progress: ProgressCallback | None = None, **options: Any) -> Image:
+    """Pull ``ref`` into ``store`` with a :class:`Registry` made from ``options``."""
+    return Registry(**options).pull(store, ref, platform=platform, progress=progress)
+
+
+def push(store: ImageStore, ref: Reference | str, dest: Reference | str | None = None, *,
+         progress: ProgressCallback | None = None, **options: Any) -> Descriptor:
+    """Push the stored image ``ref`` to its registry (or ``dest``)."""
+    return Registry(**options).push(store, ref, dest, progress=progress)
