@@ -49,6 +49,7 @@ from podkit.oci.spec import (
     Spec,
     User,
 )
+from podkit.oci.validate import minimum_version
 
 __all__ = [
     "NAMESPACE_TYPES",
@@ -96,10 +97,12 @@ __all__ = [
     "with_masked_paths",
     "with_memory_limit",
     "with_memory_swap",
+    "with_minimum_oci_version",
     "with_mounts",
     "with_namespace_path",
     "with_new_privileges",
     "with_no_new_privileges",
+    "with_oci_version",
     "with_oom_score_adj",
     "with_pids_limit",
     "with_privileged",
@@ -153,6 +156,7 @@ _UINT64 = (0, 2**64 - 1)
 _UINT32 = (0, 2**32 - 1)
 _ID_MAX = 2**31 - 1  # runc refuses uids/gids above MaxInt32, containerd follows
 _CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*\Z")
+_SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\Z")
 _PAGE_SIZE = re.compile(r"[1-9][0-9]*[KMG]B\Z")
 _SKIP_DEV_DIRS = frozenset({"pts", "shm", "fd", "mqueue", ".lxc", ".lxd-mounts", ".udev"})
 
@@ -186,6 +190,30 @@ def compose(*opts: SpecOpt) -> SpecOpt:
     def opt(spec: Spec) -> None:
         for o in chain:
             o(spec)
+
+    return opt
+
+
+def with_oci_version(version: str) -> SpecOpt:
+    """Set ``ociVersion`` (a SemVer string such as ``"1.0.2"``)."""
+    value = _str(version, "ociVersion")
+    if not _SEMVER.match(value):
+        raise SpecOptError(f"invalid ociVersion {value!r}: expected a SemVer such as '1.0.2'")
+
+    def opt(s: Spec) -> None:
+        s.oci_version = value
+
+    return opt
+
+
+def with_minimum_oci_version() -> SpecOpt:
+    """Set ``ociVersion`` to the oldest release whose fields the spec uses; apply it last.
+
+    Older runtimes refuse newer versions: crun 1.8 accepts only 1.0.x and 1.1.x.
+    """
+
+    def opt(s: Spec) -> None:
+        s.oci_version = minimum_version(s)
 
     return opt
 
