@@ -5,9 +5,11 @@ The codec reads this metadata; models stay plain attrs classes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 import attrs
+
+T = TypeVar("T")
 
 # Integer kinds and their inclusive ranges (Go types of specs-go).
 INT_RANGES: dict[str, tuple[int, int]] = {
@@ -43,3 +45,13 @@ def req(kind: str | None = None, *, wire: str | None = None, default: Any = attr
 def extra() -> Any:
     """Unknown wire keys kept verbatim so a round-trip loses nothing."""
     return attrs.field(factory=dict, repr=False, kw_only=True, metadata={"extra": True})
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=())
+def model(cls: type[T]) -> type[T]:
+    """Class decorator of every OCI model: attrs, slots, keyword-only, value equality.
+
+    ``dataclass_transform`` lets type checkers see the generated ``__init__``; ``opt``/``req``
+    are plain defaults to them (required keys are enforced by the codec, not the constructor).
+    """
+    return attrs.define(cls, slots=True, kw_only=True, eq=True)

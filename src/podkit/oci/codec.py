@@ -309,8 +309,13 @@ def dumps(obj: Any, *, indent: int | None = None) -> str:
 
 
 def dump(obj: Any, path: str | os.PathLike[str], *, mode: int = 0o644) -> None:
-    """Write a model as JSON to ``path`` atomically."""
-    _files.atomic_write(path, dumps(obj) + "\n", mode=mode)
+    """Write a model as JSON (UTF-8) to ``path`` atomically."""
+    data = unstructure(obj)
+    try:
+        raw = (json.dumps(data, ensure_ascii=False) + "\n").encode()
+    except UnicodeEncodeError:  # lone surrogates (from "\udXXX" escapes): keep them escaped
+        raw = (json.dumps(data) + "\n").encode()
+    _files.atomic_write(path, raw, mode=mode)
 
 
 def deep_copy(obj: T) -> T:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
-from podkit.oci._fields import extra, opt, req
+from podkit.oci._fields import extra, model, opt, req
 
 __all__ = [
     "AppArmorFeatures",
@@ -22,10 +20,9 @@ __all__ = [
     "SeccompFeatures",
 ]
 
-_model = attrs.define(slots=True, kw_only=True, eq=True)
 
 
-@_model
+@model
 class CgroupFeatures:
     """Which cgroup managers and versions the runtime supports."""
 
@@ -37,7 +34,7 @@ class CgroupFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class SeccompFeatures:
     """Seccomp support: actions, operators, architectures, flags."""
 
@@ -50,7 +47,7 @@ class SeccompFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class AppArmorFeatures:
     """AppArmor support."""
 
@@ -58,7 +55,7 @@ class AppArmorFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class SELinuxFeatures:
     """SELinux support."""
 
@@ -66,7 +63,7 @@ class SELinuxFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class IntelRdtFeatures:
     """Intel RDT support (``schemata``/``monitoring`` since 1.3.0)."""
 
@@ -76,7 +73,7 @@ class IntelRdtFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class MemoryPolicyFeatures:
     """Supported ``set_mempolicy`` modes and flags (1.3.0)."""
 
@@ -85,7 +82,7 @@ class MemoryPolicyFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class IDMapFeatures:
     """Idmapped mount support (1.2.0)."""
 
@@ -93,7 +90,7 @@ class IDMapFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class MountExtensionsFeatures:
     """Mount extensions (1.2.0)."""
 
@@ -101,7 +98,7 @@ class MountExtensionsFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class NetDevicesFeatures:
     """``linux.netDevices`` support (1.3.0)."""
 
@@ -109,7 +106,7 @@ class NetDevicesFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxFeatures:
     """Linux-specific features."""
 
@@ -126,7 +123,7 @@ class LinuxFeatures:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Features:
     """What a runtime says it supports (``runc features``)."""
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from podkit.oci._fields import extra, opt, req
+from podkit.oci._fields import extra, model, opt, req
 
 __all__ = [
     "VERSION",
@@ -64,13 +62,12 @@ __all__ = [
 VERSION = "1.3.0"
 """The runtime-spec version podkit models and writes by default."""
 
-_model = attrs.define(slots=True, kw_only=True, eq=True)
 
 
 # --- process -------------------------------------------------------------------------------
 
 
-@_model
+@model
 class Box:
     """``process.consoleSize``: terminal size in characters."""
 
@@ -79,7 +76,7 @@ class Box:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class User:
     """``process.user``: numeric IDs the process runs as."""
 
@@ -91,7 +88,7 @@ class User:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxCapabilities:
     """``process.capabilities``: the five capability sets (``CAP_*`` names)."""
 
@@ -103,7 +100,7 @@ class LinuxCapabilities:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class POSIXRlimit:
     """One ``process.rlimits`` entry."""
 
@@ -113,7 +110,7 @@ class POSIXRlimit:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Scheduler:
     """``process.scheduler`` (1.1.0): arguments of ``sched_setattr(2)``."""
 
@@ -127,7 +124,7 @@ class Scheduler:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class IOPriority:
     """``process.ioPriority`` (1.1.0)."""
 
@@ -136,7 +133,7 @@ class IOPriority:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class CPUAffinity:
     """``process.execCPUAffinity`` (1.2.1): CPU lists for exec'd processes."""
 
@@ -145,7 +142,7 @@ class CPUAffinity:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Process:
     """``process``: what runs in the container and with which privileges."""
 
@@ -171,7 +168,7 @@ class Process:
 # --- root, mounts, hooks -------------------------------------------------------------------
 
 
-@_model
+@model
 class Root:
     """``root``: the container's root filesystem."""
 
@@ -180,7 +177,7 @@ class Root:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxIDMapping:
     """A uid/gid mapping range (user namespace or idmapped mount)."""
 
@@ -190,7 +187,7 @@ class LinuxIDMapping:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Mount:
     """One ``mounts`` entry, mounted in list order."""
 
@@ -203,7 +200,7 @@ class Mount:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Hook:
     """A hook command; it reads the container state JSON on stdin."""
 
@@ -214,7 +211,7 @@ class Hook:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Hooks:
     """``hooks``: commands run at points of the container lifecycle."""
 
@@ -230,7 +227,7 @@ class Hooks:
 # --- linux ---------------------------------------------------------------------------------
 
 
-@_model
+@model
 class LinuxNamespace:
     """A namespace to create (no ``path``) or join (``path`` to a ns file)."""
 
@@ -239,7 +236,7 @@ class LinuxNamespace:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxTimeOffset:
     """``linux.timeOffsets`` value (1.1.0)."""
 
@@ -248,7 +245,7 @@ class LinuxTimeOffset:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxDevice:
     """A device node to create in the container."""
 
@@ -262,7 +259,7 @@ class LinuxDevice:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxNetDevice:
     """``linux.netDevices`` value (1.3.0): the name inside the container."""
 
@@ -270,7 +267,7 @@ class LinuxNetDevice:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxDeviceCgroup:
     """A device cgroup rule; ``major``/``minor`` ``None`` mean any (``*``)."""
 
@@ -282,7 +279,7 @@ class LinuxDeviceCgroup:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxMemory:
     """``linux.resources.memory`` (bytes)."""
 
@@ -298,7 +295,7 @@ class LinuxMemory:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxCPU:
     """``linux.resources.cpu``."""
 
@@ -314,7 +311,7 @@ class LinuxCPU:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxPids:
     """``linux.resources.pids``; ``limit`` -1 means unlimited (optional since 1.3.0)."""
 
@@ -322,7 +319,7 @@ class LinuxPids:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxWeightDevice:
     """Per-device blkio weight."""
 
@@ -333,7 +330,7 @@ class LinuxWeightDevice:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxThrottleDevice:
     """Per-device blkio throttle rate."""
 
@@ -343,7 +340,7 @@ class LinuxThrottleDevice:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxBlockIO:
     """``linux.resources.blockIO``."""
 
@@ -361,7 +358,7 @@ class LinuxBlockIO:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxHugepageLimit:
     """A hugetlb limit for one page size (``"2MB"``)."""
 
@@ -370,7 +367,7 @@ class LinuxHugepageLimit:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxInterfacePriority:
     """net_prio priority of one interface."""
 
@@ -379,7 +376,7 @@ class LinuxInterfacePriority:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxNetwork:
     """``linux.resources.network`` (net_cls / net_prio)."""
 
@@ -388,7 +385,7 @@ class LinuxNetwork:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxRdma:
     """``linux.resources.rdma`` value (1.0.2)."""
 
@@ -397,7 +394,7 @@ class LinuxRdma:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxResources:
     """``linux.resources``: cgroup settings."""
 
@@ -413,7 +410,7 @@ class LinuxResources:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxIntelRdt:
     """``linux.intelRdt``: resctrl class of service and schemata."""
 
@@ -427,7 +424,7 @@ class LinuxIntelRdt:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxMemoryPolicy:
     """``linux.memoryPolicy`` (1.3.0): arguments of ``set_mempolicy(2)``."""
 
@@ -437,7 +434,7 @@ class LinuxMemoryPolicy:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxSeccompArg:
     """A syscall argument comparison."""
 
@@ -448,7 +445,7 @@ class LinuxSeccompArg:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxSyscall:
     """A seccomp rule for a set of syscall names."""
 
@@ -459,7 +456,7 @@ class LinuxSyscall:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxSeccomp:
     """``linux.seccomp``: the seccomp filter."""
 
@@ -473,7 +470,7 @@ class LinuxSeccomp:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class LinuxPersonality:
     """``linux.personality`` (1.0.2)."""
 
@@ -482,7 +479,7 @@ class LinuxPersonality:
     extra: dict[str, Any] = extra()
 
 
-@_model
+@model
 class Linux:
     """``linux``: everything Linux-specific."""
 
@@ -509,7 +506,7 @@ class Linux:
 # --- top level -----------------------------------------------------------------------------
 
 
-@_model
+@model
 class Spec:
     """A container's ``config.json``.
 
@@ -578,7 +575,7 @@ class Spec:
         return deep_copy(self)
 
 
-@_model
+@model
 class State:
     """The runtime's view of a container (``runc state`` output, hook stdin)."""
 
@@ -617,7 +614,7 @@ class State:
         return dumps(self, indent=indent)
 
 
-@_model
+@model
 class ContainerProcessState:
     """Payload sent to a seccomp notify listener (1.1.0)."""
 
