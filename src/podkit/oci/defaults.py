@@ -1,4 +1,3 @@
-# mypy: disable-error-code="call-arg"
 """The two default specs podkit starts from, and the constants they are made of.
 
 ``default_spec()`` is containerd's default Unix spec (``populateDefaultUnixSpec`` in containerd

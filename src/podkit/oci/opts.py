@@ -1,4 +1,3 @@
-# mypy: disable-error-code="call-arg"
 """Composable spec options: tiny functions that each change one concept of a ``Spec``.
 
 A ``SpecOpt`` is ``Callable[[Spec], None]`` that edits the spec in place. ``generate(base, *opts)``
