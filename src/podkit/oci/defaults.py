@@ -24,6 +24,7 @@ from podkit.oci.spec import (
     Spec,
     User,
 )
+from podkit.oci.validate import CAPABILITIES
 
 __all__ = [
     "DEFAULT_MASKED_PATHS",
@@ -86,49 +87,7 @@ DEFAULT_READONLY_PATHS: tuple[str, ...] = (
 DEFAULT_UNIX_NAMESPACES: tuple[str, ...] = ("pid", "ipc", "uts", "mount", "network")
 """Namespaces a default container gets of its own, in containerd's order (no user, no cgroup)."""
 
-KNOWN_CAPABILITIES: tuple[str, ...] = (
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_DAC_READ_SEARCH",
-    "CAP_FOWNER",
-    "CAP_FSETID",
-    "CAP_KILL",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETPCAP",
-    "CAP_LINUX_IMMUTABLE",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_NET_BROADCAST",
-    "CAP_NET_ADMIN",
-    "CAP_NET_RAW",
-    "CAP_IPC_LOCK",
-    "CAP_IPC_OWNER",
-    "CAP_SYS_MODULE",
-    "CAP_SYS_RAWIO",
-    "CAP_SYS_CHROOT",
-    "CAP_SYS_PTRACE",
-    "CAP_SYS_PACCT",
-    "CAP_SYS_ADMIN",
-    "CAP_SYS_BOOT",
-    "CAP_SYS_NICE",
-    "CAP_SYS_RESOURCE",
-    "CAP_SYS_TIME",
-    "CAP_SYS_TTY_CONFIG",
-    "CAP_MKNOD",
-    "CAP_LEASE",
-    "CAP_AUDIT_WRITE",
-    "CAP_AUDIT_CONTROL",
-    "CAP_SETFCAP",
-    "CAP_MAC_OVERRIDE",
-    "CAP_MAC_ADMIN",
-    "CAP_SYSLOG",
-    "CAP_WAKE_ALARM",
-    "CAP_BLOCK_SUSPEND",
-    "CAP_AUDIT_READ",
-    "CAP_PERFMON",
-    "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE",
-)
+KNOWN_CAPABILITIES: tuple[str, ...] = CAPABILITIES
 """Every Linux capability, indexed by its bit number (``KNOWN_CAPABILITIES[5] == "CAP_KILL"``)."""
 
 RUNC_SPEC_VERSION = "1.0.2-dev"

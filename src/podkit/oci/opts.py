@@ -48,11 +48,9 @@ from podkit.oci.spec import (
     Spec,
     User,
 )
-from podkit.oci.validate import minimum_version
+from podkit.oci.validate import NAMESPACE_TYPES, RLIMITS, minimum_version
 
 __all__ = [
-    "NAMESPACE_TYPES",
-    "RLIMIT_TYPES",
     "DeviceStat",
     "HostFS",
     "SpecOpt",
@@ -135,20 +133,6 @@ __all__ = [
 
 SpecOpt = Callable[[Spec], None]
 """An option: edits the spec it is given in place (``generate`` hands it a copy)."""
-
-NAMESPACE_TYPES: frozenset[str] = frozenset(
-    {"pid", "network", "mount", "ipc", "uts", "user", "cgroup", "time"}
-)
-"""``linux.namespaces[].type`` values of runtime-spec 1.3."""
-
-RLIMIT_TYPES: frozenset[str] = frozenset(
-    {
-        "RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_LOCKS",
-        "RLIMIT_MEMLOCK", "RLIMIT_MSGQUEUE", "RLIMIT_NICE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
-        "RLIMIT_RSS", "RLIMIT_RTPRIO", "RLIMIT_RTTIME", "RLIMIT_SIGPENDING", "RLIMIT_STACK",
-    }
-)
-"""Linux ``setrlimit(2)`` resource names usable in ``process.rlimits``."""
 
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64 = (0, 2**64 - 1)
@@ -1070,8 +1054,8 @@ def with_oom_score_adj(adj: int) -> SpecOpt:
 
 def _rlimit(type: str, soft: int, hard: int) -> POSIXRlimit:
     t = _str(type, "rlimit type")
-    if t not in RLIMIT_TYPES:
-        raise SpecOptError(f"unknown rlimit type {t!r}: expected one of {sorted(RLIMIT_TYPES)}")
+    if t not in RLIMITS:
+        raise SpecOptError(f"unknown rlimit type {t!r}: expected one of {sorted(RLIMITS)}")
     s_ = _int(soft, f"{t} soft limit", *_UINT64)
     h_ = _int(hard, f"{t} hard limit", *_UINT64)
     if s_ > h_:
