@@ -127,7 +127,7 @@ def _complete_node(node: DeviceNode, stat: StatFunc) -> oci.LinuxDevice:
             if dev_type != "p" and major == 0:
                 major, minor = os.major(st.st_rdev), os.minor(st.st_rdev)
     return _new(oci.LinuxDevice,
-        path=node.path, type=dev_type, major=major or None, minor=minor or None,
+        path=node.path, type=dev_type, major=major, minor=minor,
         file_mode=file_mode, uid=node.uid, gid=node.gid,
     )
 
@@ -258,7 +258,7 @@ def _apply_device_nodes(w: _Work, nodes: Iterable[DeviceNode], stat: StatFunc) -
                 rules = list(res.devices or ())
                 res.devices = rules
             rules.append(_new(oci.LinuxDeviceCgroup,
-                allow=True, type=dev.type, major=dev.major or 0, minor=dev.minor or 0,
+                allow=True, type=dev.type, major=dev.major, minor=dev.minor,
                 access=access,
             ))
     lx.devices = devices
