@@ -39,15 +39,32 @@ def register_ipam_dir(path: str | os.PathLike[str]) -> None:
     _ipam_dirs.add(os.path.abspath(os.fspath(path)))
 
 
-def snapshot() -> frozenset[str]:
-    """Everything that must not leak, as strings like ``"netns /run/netns/pk-x"``."""
+KINDS = ("container", "netns", "link", "ipam", "cgroup", "mount")
+
+
+def snapshot(kinds: Iterable[str] = KINDS) -> frozenset[str]:
+    """Everything that must not leak, as strings like ``"netns /run/netns/pk-x"``.
+
+    ``kinds`` narrows it to some of ``KINDS`` (each item starts with its kind): a test in
+    ``scripts/isolated`` can look at its private netns, links and mounts only, without seeing
+    the host-wide containers, cgroups and IPAM files of whatever else runs on the machine.
+    """
+    wanted = set(kinds)
+    if unknown := wanted - set(KINDS):
+        raise ValueError(f"unknown leak kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
     items: set[str] = set()
-    items.update(runtime_containers((*DEFAULT_RUNTIME_ROOTS, *sorted(_runtime_roots))))
-    items.update(pinned_netns(NETNS_DIRS))
-    items.update(links())
-    items.update(ipam_reservations((*DEFAULT_IPAM_DIRS, *sorted(_ipam_dirs))))
-    items.update(cgroups(CGROUP_ROOT, CGROUP_PREFIXES))
-    items.update(mounts(_read("/proc/self/mountinfo"), MOUNT_PREFIXES))
+    if "container" in wanted:
+        items.update(runtime_containers((*DEFAULT_RUNTIME_ROOTS, *sorted(_runtime_roots))))
+    if "netns" in wanted:
+        items.update(pinned_netns(NETNS_DIRS))
+    if "link" in wanted:
+        items.update(links())
+    if "ipam" in wanted:
+        items.update(ipam_reservations((*DEFAULT_IPAM_DIRS, *sorted(_ipam_dirs))))
+    if "cgroup" in wanted:
+        items.update(cgroups(CGROUP_ROOT, CGROUP_PREFIXES))
+    if "mount" in wanted:
+        items.update(mounts(_read("/proc/self/mountinfo"), MOUNT_PREFIXES))
     return frozenset(items)
 
 
@@ -56,14 +73,17 @@ def diff(before: Iterable[str], after: Iterable[str]) -> list[str]:
     return sorted(set(after) - set(before))
 
 
-def leaked_since(before: Iterable[str], settle: float = 1.0) -> list[str]:
+def leaked_since(
+    before: Iterable[str], settle: float = 1.0, kinds: Iterable[str] = KINDS
+) -> list[str]:
     """New items now compared with ``before``; looks twice, ``settle`` seconds apart, so
     teardown still finishing in the background (a container's exit, a lazy unmount) is not
     reported."""
-    leaked = diff(before, snapshot())
+    kinds = tuple(kinds)
+    leaked = diff(before, snapshot(kinds))
     if leaked and settle > 0:
         time.sleep(settle)
-        leaked = diff(before, snapshot())
+        leaked = diff(before, snapshot(kinds))
     return leaked
 
 

@@ -118,6 +118,18 @@ def test_parse_link_reads_name_and_kind() -> None:
     assert _leaks.parse_link(bare) == ("lo", "")
 
 
+def test_snapshot_kinds_select_collectors(tmp_path: Path, registered: None) -> None:
+    (tmp_path / "root" / "pk-ctr").mkdir(parents=True)
+    _leaks.register_runtime_root(tmp_path / "root")
+    item = f"container {tmp_path}/root/pk-ctr"
+    assert item in _leaks.snapshot()
+    assert item in _leaks.snapshot(["container"])
+    assert item not in _leaks.snapshot(["netns", "mount"])
+    assert all(x.startswith(("netns ", "mount ")) for x in _leaks.snapshot(["netns", "mount"]))
+    with pytest.raises(ValueError, match="unknown leak kinds"):
+        _leaks.snapshot(["veth"])
+
+
 def test_diff_lists_only_new_items() -> None:
     assert _leaks.diff({"a", "b"}, {"b", "c", "a0"}) == ["a0", "c"]
     assert _leaks.diff({"a"}, set()) == []
@@ -131,21 +143,21 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_registered_roots_and_ipam_dirs_are_snapshotted(tmp_path: Path, registered: None) -> None:
+    def new_here() -> list[str]:  # other sessions on the host may add their own meanwhile
+        return [x for x in _leaks.diff(before, _leaks.snapshot()) if str(tmp_path) in x]
+
     before = _leaks.snapshot()
     root, data = tmp_path / "runc-root", tmp_path / "ipam"
     (root / "pk-ctr").mkdir(parents=True)
     (data / "pk-net").mkdir(parents=True)
     (data / "pk-net" / "10.99.0.5").write_text("pk-ctr\neth0")
-    assert _leaks.diff(before, _leaks.snapshot()) == []  # not registered yet
+    assert new_here() == []  # not registered yet
     _leaks.register_runtime_root(root)
     _leaks.register_ipam_dir(data)
-    assert _leaks.diff(before, _leaks.snapshot()) == [
-        f"container {root}/pk-ctr",
-        f"ipam {data}/pk-net/10.99.0.5",
-    ]
+    assert new_here() == [f"container {root}/pk-ctr", f"ipam {data}/pk-net/10.99.0.5"]
     (root / "pk-ctr").rmdir()
     (data / "pk-net" / "10.99.0.5").unlink()
-    assert _leaks.leaked_since(before, settle=0) == []
+    assert new_here() == []
 
 
 def test_snapshot_links_match_a_plain_netlink_listing() -> None:
@@ -214,12 +226,19 @@ def test_session_fixture_passes_a_clean_session(tmp_path: Path) -> None:
 # --- integration: real resources appear in the snapshot and go away -------------------------
 
 
+PRIVATE = ("netns", "link", "mount")  # what scripts/isolated makes private to this process
+
+
+def private_snapshot() -> frozenset[str]:
+    return _leaks.snapshot(PRIVATE)
+
+
 @pytest.fixture
 def baseline() -> Iterator[frozenset[str]]:
     require_isolated()
-    before = _leaks.snapshot()
+    before = private_snapshot()
     yield before
-    assert _leaks.leaked_since(before, settle=0) == []
+    assert _leaks.leaked_since(before, settle=0, kinds=PRIVATE) == []
 
 
 @pytest.mark.integration
@@ -227,17 +246,17 @@ def test_sees_a_veth_pair(baseline: frozenset[str]) -> None:
     a, b = "pk-lk-a", "pk-lk-b"
     subprocess.run(["ip", "link", "add", a, "type", "veth", "peer", "name", b], check=True)
     try:
-        assert _leaks.diff(baseline, _leaks.snapshot()) == [f"link {a} (veth)", f"link {b} (veth)"]
+        assert _leaks.diff(baseline, private_snapshot()) == [f"link {a} (veth)", f"link {b} (veth)"]
     finally:
         subprocess.run(["ip", "link", "del", a], check=True)
-    assert _leaks.diff(baseline, _leaks.snapshot()) == []
+    assert _leaks.diff(baseline, private_snapshot()) == []
 
 
 @pytest.mark.integration
 def test_sees_a_bridge(baseline: frozenset[str]) -> None:
     subprocess.run(["ip", "link", "add", "pk-lk-br", "type", "bridge"], check=True)
     try:
-        assert _leaks.diff(baseline, _leaks.snapshot()) == ["link pk-lk-br (bridge)"]
+        assert _leaks.diff(baseline, private_snapshot()) == ["link pk-lk-br (bridge)"]
     finally:
         subprocess.run(["ip", "link", "del", "pk-lk-br"], check=True)
 
@@ -247,12 +266,12 @@ def test_sees_a_pinned_netns_and_its_mount(baseline: frozenset[str]) -> None:
     name = f"pk-lk-{uuid.uuid4().hex[:8]}"
     ns = netns.create(name)
     try:
-        assert _leaks.diff(baseline, _leaks.snapshot()) == [
+        assert _leaks.diff(baseline, private_snapshot()) == [
             f"mount /run/netns/{name} (nsfs)",
             f"netns /run/netns/{name}",
         ]
         subprocess.run(["umount", ns.path], check=True)  # a stale pin file still counts
-        assert _leaks.diff(baseline, _leaks.snapshot()) == [f"netns /run/netns/{name}"]
+        assert _leaks.diff(baseline, private_snapshot()) == [f"netns /run/netns/{name}"]
     finally:
         ns.remove()
 
@@ -263,9 +282,9 @@ def test_sees_mounts_under_pytest_tmp(baseline: frozenset[str], tmp_path: Path) 
     target.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "pk-lk", str(target)], check=True)
     try:
-        assert _leaks.diff(baseline, _leaks.snapshot()) == [f"mount {target} (tmpfs)"]
+        assert _leaks.diff(baseline, private_snapshot()) == [f"mount {target} (tmpfs)"]
         subprocess.run(["mount", "--bind", str(target), str(target)], check=True)
-        assert _leaks.diff(baseline, _leaks.snapshot()) == [
+        assert _leaks.diff(baseline, private_snapshot()) == [
             f"mount {target} (tmpfs)",
             f"mount {target} (tmpfs) #2",
         ]
@@ -280,13 +299,15 @@ def test_sees_a_podkit_cgroup() -> None:
     hierarchy = Path(_leaks.CGROUP_ROOT) / "pids"
     if not hierarchy.is_dir():  # cgroup v2 only host
         hierarchy = Path(_leaks.CGROUP_ROOT)
-    before = _leaks.snapshot()
+    before = _leaks.snapshot(["cgroup"])
     group = hierarchy / f"pk-lk-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     group.mkdir()
     try:
         (group / "child").mkdir()
         try:
-            assert _leaks.diff(before, _leaks.snapshot()) == [
+            new = _leaks.diff(before, _leaks.snapshot(["cgroup"]))
+            # other sessions on this host may make pk-* cgroups meanwhile: look at ours only
+            assert [item for item in new if str(group) in item] == [
                 f"cgroup {group}",
                 f"cgroup {group}/child",
             ]

@@ -44,6 +44,11 @@ def mount_entries(point: Path | str) -> list[tuple[str, str]]:
     return out
 
 
+def private_snapshot() -> frozenset[str]:
+    """What tests/_leaks.py sees that is private to scripts/isolated (no host-wide state)."""
+    return _leaks.snapshot(["netns", "link", "mount"])
+
+
 def links_inside() -> list[tuple[str, bool]]:
     """Run inside a namespace: (name, is up) of every link, via pyroute2 netlink."""
     with IPRoute() as ipr:
@@ -415,11 +420,11 @@ def test_read_only_dir_leaves_nothing(ns_dir: Path) -> None:
     ns_dir.mkdir()
     subprocess.run(["mount", "--bind", str(ns_dir), str(ns_dir)], check=True)
     subprocess.run(["mount", "-o", "remount,bind,ro", str(ns_dir)], check=True)
-    before = _leaks.snapshot()
+    before = private_snapshot()
     with pytest.raises(netns.NetNSError, match=str(ns_dir / "pk-ro")) as info:
         netns.create("pk-ro", dir=ns_dir)
     assert "Read-only file system" in str(info.value)
-    assert _leaks.diff(before, _leaks.snapshot()) == []
+    assert _leaks.diff(before, private_snapshot()) == []
     assert os.listdir(ns_dir) == []
 
 
@@ -439,7 +444,7 @@ def test_failure_before_the_mount_leaves_nothing(
     ns_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     netns.create(unique(), dir=ns_dir).remove()  # directory set up
-    before = _leaks.snapshot()
+    before = private_snapshot()
 
     def no_loopback() -> None:
         raise Boom("netlink down")
@@ -449,7 +454,7 @@ def test_failure_before_the_mount_leaves_nothing(
     with pytest.raises(Boom):
         netns.create("pk-fail", dir=ns_dir, loopback_up=True)
     assert os.listdir(ns_dir) == []
-    assert _leaks.diff(before, _leaks.snapshot()) == []
+    assert _leaks.diff(before, private_snapshot()) == []
     assert ns_inode() == mine
 
 
@@ -458,7 +463,7 @@ def test_failure_after_the_mount_leaves_nothing(
     ns_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     netns.create(unique(), dir=ns_dir).remove()
-    before = _leaks.snapshot()
+    before = private_snapshot()
     real_mount = netns._mount
 
     def mount_then_fail(source: str | None, target: str, flags: int) -> None:
@@ -472,4 +477,4 @@ def test_failure_after_the_mount_leaves_nothing(
         netns.create("pk-late", dir=ns_dir)
     assert os.listdir(ns_dir) == []
     assert not mount_entries(ns_dir / "pk-late")
-    assert _leaks.diff(before, _leaks.snapshot()) == []
+    assert _leaks.diff(before, private_snapshot()) == []
