@@ -291,7 +291,7 @@ class CNI:
                 except CNIError as e:
                     err = e.with_context(plugin=plugin.type, **ctx)
                     rollback = self._rollback(conf, rt, paths, k, prev, tmo)
-                    raise err.with_context(rollback_errors=rollback) from None
+                    raise err.with_context(rollback_errors=tuple(rollback)) from None
             assert prev is not None
             try:
                 self.cache.write(conf.name, rt.container_id, rt.ifname, config=conf.raw,
@@ -300,7 +300,7 @@ class CNI:
             except (OSError, CNIError) as e:
                 rollback = self._rollback(conf, rt, paths, len(paths) - 1, prev, tmo)
                 raise CNIError(ERR_UNKNOWN, f'failed to set network "{conf.name}" cached '
-                                            f"result: {e}", rollback_errors=rollback,
+                                            f"result: {e}", rollback_errors=tuple(rollback),
                                **ctx) from None
             return prev
 

@@ -13,7 +13,6 @@ the document in the field order the Go structs print, ``to_json()`` the compact 
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -126,7 +125,9 @@ class CNIError(PodkitError):
 
     def with_context(self, **kw: Any) -> CNIError:
         """A copy with more context (plugin, command, network, attachment) filled in."""
-        err = copy.copy(self)
+        err = type(self).__new__(type(self))
+        err.__dict__.update(self.__dict__)
+        err.__traceback__ = None
         for key, value in kw.items():
             if not hasattr(err, key):
                 raise TypeError(f"unknown CNIError field {key!r}")
