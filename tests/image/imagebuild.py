@@ -36,9 +36,12 @@ class Layer:
 
     def __init__(self) -> None:
         self.buf = io.BytesIO()
-        self.tar = tarfile.open(fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT)
+        self.tar = tarfile.open(  # noqa: SIM115 - closed by bytes()
+            fileobj=self.buf, mode="w", format=tarfile.PAX_FORMAT
+        )
 
-    def _info(self, name: str, kind: bytes, mode: int, uid: int = 0, gid: int = 0) -> tarfile.TarInfo:
+    def _info(self, name: str, kind: bytes, mode: int, uid: int = 0,
+              gid: int = 0) -> tarfile.TarInfo:
         info = tarfile.TarInfo(name)
         info.type = kind
         info.mode = mode

@@ -103,14 +103,15 @@ def process_args(config: ImageConfig, command: Sequence[str] | None = None,
     """The container's argv with Docker/CRI semantics (containerd's ``WithProcessArgs``).
 
     ``command`` replaces the entrypoint and drops the image ``Cmd``; ``args`` alone replace
-    ``Cmd`` and keep the entrypoint. Raises ``ImageError("no command specified")`` if empty.
+    ``Cmd`` and keep the entrypoint (an empty ``command`` counts as none, as in CRI).
+    Raises ``ImageError("no command specified")`` if the result is empty.
     """
     cmd_: list[str] = list(command or [])
     args_: list[str] = list(args or [])
     if not cmd_:
         if not args_:
             args_ = list(config.cmd or [])
-        if command is None and config.entrypoint != ("",):
+        if config.entrypoint != ("",):
             cmd_ = list(config.entrypoint or [])
     argv = cmd_ + args_
     if not argv:
@@ -125,7 +126,8 @@ def spec_opts(config: ImageConfig, command: Sequence[str] | None = None,
     """``oci`` spec options applying an image config: PATH + Env, args, cwd, user and groups.
 
     ``rootfs`` is where user and group names are looked up (default: the spec's absolute
-    ``root.path`` when the options are applied).
+    ``root.path`` when the options are applied); a numeric user without ``rootfs`` gets no
+    supplementary groups.
     """
     opts: list[oci.SpecOpt] = [oci.with_default_path_env()]
     if config.env:
@@ -135,5 +137,7 @@ def spec_opts(config: ImageConfig, command: Sequence[str] | None = None,
         opts.append(oci.with_process_cwd(config.working_dir))
     if config.user:
         opts.append(oci.with_user(config.user, rootfs=rootfs))
-        opts.append(oci.with_additional_gids(config.user.split(":")[0], rootfs=rootfs))
+        name = config.user.split(":")[0]
+        if rootfs is not None or not name.isdigit():
+            opts.append(oci.with_additional_gids(name, rootfs=rootfs))
     return opts

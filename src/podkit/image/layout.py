@@ -255,6 +255,11 @@ def _import_layout(store: ImageStore, src: _Source, ref: Reference | None, platf
                         f"{src.where}/index.json")
     entries = [d for d in index.manifests if d.media_type in MANIFEST_TYPES | INDEX_TYPES]
     if not entries:
+        kinds = ", ".join(sorted({repr(d.media_type) for d in index.manifests}))
+        if kinds:
+            raise UnsupportedMediaTypeError(
+                f"{src.where}: index.json lists no image podkit supports (media types {kinds})"
+            )
         raise ImageError(f"{src.where}: index.json lists no images")
     images = []
     for desc in entries:

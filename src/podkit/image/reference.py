@@ -13,6 +13,7 @@ import re
 import attrs
 
 from podkit.errors import InvalidArgumentError
+from podkit.image.errors import ImageError
 
 __all__ = [
     "DEFAULT_DOMAIN",
@@ -43,7 +44,7 @@ _HEX64_RE = re.compile(r"[a-f0-9]{64}\Z")
 _DIGEST_LENGTHS = {"sha256": 64, "sha384": 96, "sha512": 128}
 
 
-class ReferenceError(InvalidArgumentError):
+class ReferenceError(ImageError, InvalidArgumentError):
     """A string that is not a valid image reference; the message quotes it."""
 
 

@@ -1,0 +1,219 @@
+"""Fixtures for the image tests: sample images, a real docker-registry, a fake registry."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from conftest import require_binary, require_isolated
+from image.imagebuild import BuiltImage, build_image, sample_layers
+from podkit.image import ImageStore
+
+SAMPLE_CONFIG = {
+    "Env": ["PATH=/usr/bin:/bin", "GREETING=hi"],
+    "Cmd": ["/app/hello"],
+    "WorkingDir": "/data",
+    "User": "app",
+    "ExposedPorts": {"80/tcp": {}},
+    "Volumes": {"/data": {}},
+    "Labels": {"org.example": "podkit"},
+    "StopSignal": "SIGTERM",
+}
+
+
+@pytest.fixture(scope="session")
+def sample_layers_raw(busybox_rootfs: Path) -> list[bytes]:
+    """The uncompressed tars of the three sample layers."""
+    return [layer.bytes() for layer in sample_layers(busybox_rootfs)]
+
+
+@pytest.fixture(scope="session")
+def sample(sample_layers_raw: list[bytes]) -> BuiltImage:
+    """busybox + deletions, opaque dir, links, devices, xattrs: gzip, plain and gzip layers."""
+    return build_image(sample_layers_raw, ["gzip", "", "gzip"], SAMPLE_CONFIG)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> ImageStore:
+    return ImageStore(tmp_path / "state")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``docker-registry`` on 127.0.0.1:<free port>; yields ``127.0.0.1:<port>``."""
+    require_isolated()
+    binary = require_binary("docker-registry")
+    tmp = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = tmp / "config.yml"
+    config.write_text(
+        "version: 0.1\n"
+        "log:\n  level: error\n  accesslog:\n    disabled: true\n"
+        f"storage:\n  filesystem:\n    rootdirectory: {tmp / 'data'}\n"
+        "  delete:\n    enabled: true\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    log = open(tmp / "registry.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
+                            env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("docker-registry did not start: "
+                                + (tmp / "registry.log").read_text()[-2000:])
+                time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+class FakeRegistry:
+    """A tiny registry serving one image from memory, with switches for the error paths.
+
+    ``auth``: ``None``, ``"basic"`` or ``"bearer"`` (user ``u``, password ``p``);
+    ``statuses[path_suffix]``: statuses to answer first (one per hit); ``corrupt`` and
+    ``truncate``: blob digests served wrong or cut short; ``delay``: seconds before answering.
+    """
+
+    def __init__(self, image: BuiltImage, repo: str = "test/app", tag: str = "v1") -> None:
+        self.blobs = dict(image.blobs)
+        self.manifests = {tag: image.manifest, image.descriptor["digest"]: image.manifest}
+        self.repo = repo
+        self.auth: str | None = None
+        self.statuses: dict[str, list[int]] = {}
+        self.corrupt: set[str] = set()
+        self.truncate: set[str] = set()
+        self.delay = 0.0
+        self.hits: Counter[str] = Counter()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
+                      length: int | None = None) -> None:
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _authorized(self) -> bool:
+                header = self.headers.get("Authorization", "")
+                if fake.auth is None:
+                    return True
+                if fake.auth == "basic":
+                    if header == "Basic " + base64.b64encode(b"u:p").decode():
+                        return True
+                    self._send(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}',
+                               {"WWW-Authenticate": 'Basic realm="fake"'})
+                    return False
+                if header == "Bearer t0k":
+                    return True
+                realm = f"http://{fake.host}/token"
+                self._send(401, b"{}", {"WWW-Authenticate":
+                                        f'Bearer realm="{realm}",service="fake"'})
+                return False
+
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0]
+                fake.hits[path] += 1
+                if fake.delay:
+                    time.sleep(fake.delay)
+                if path == "/token":
+                    ok = self.headers.get("Authorization") == \
+                        "Basic " + base64.b64encode(b"u:p").decode()
+                    if ok:
+                        self._send(200, json.dumps({"token": "t0k"}).encode())
+                    else:
+                        self._send(401, b'{"errors":[{"code":"DENIED","message":"bad"}]}')
+                    return
+                for suffix, plan in fake.statuses.items():
+                    if path.endswith(suffix) and plan:
+                        self._send(plan.pop(0), b'{"errors":[{"code":"X","message":"fake"}]}')
+                        return
+                if not self._authorized():
+                    return
+                prefix = f"/v2/{fake.repo}/"
+                if not path.startswith(prefix):
+                    self._send(404)
+                    return
+                kind, _, ref = path[len(prefix):].partition("/")
+                if kind == "manifests" and ref in fake.manifests:
+                    body = json.dumps(fake.manifests[ref]).encode()
+                    self._send(200, body, {"Content-Type": fake.manifests[ref]["mediaType"]})
+                elif kind == "blobs" and ref in fake.blobs:
+                    body = fake.blobs[ref]
+                    if ref in fake.corrupt:
+                        body = b"X" + body[1:]
+                    if ref in fake.truncate:
+                        self._send(200, body[: len(body) // 2], length=len(body))
+                        self.close_connection = True
+                        return
+                    self._send(200, body)
+                else:
+                    self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"nope"}]}')
+
+            do_HEAD = do_GET
+
+        return Handler
+
+    def __enter__(self) -> FakeRegistry:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def fake_registry(sample: BuiltImage) -> Iterator[FakeRegistry]:
+    """A :class:`FakeRegistry` serving the sample image as ``test/app:v1``."""
+    require_isolated()
+    with FakeRegistry(sample) as fake:
+        yield fake
