@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import _leaks
+
 REPO = Path(__file__).resolve().parents[1]
 REQUIRE_INTEGRATION = os.environ.get("PODKIT_REQUIRE_INTEGRATION") == "1"
 ISOLATED = os.environ.get("PODKIT_ISOLATED") == "1"
@@ -88,3 +90,21 @@ def busybox_rootfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A session-wide busybox rootfs; treat it as read-only (copy it to modify)."""
     require(BUSYBOX.exists(), "busybox-static not installed (/bin/busybox)")
     yield make_busybox_rootfs(tmp_path_factory.mktemp("busybox") / "rootfs")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leaks() -> Iterator[None]:
+    """Fail the session if tests left a container, netns, link, IPAM entry, cgroup or mount.
+
+    ``PODKIT_LEAK_CHECK=0`` turns it off (e.g. while other sessions share the host).
+    """
+    if os.environ.get("PODKIT_LEAK_CHECK") == "0":
+        yield
+        return
+    before = _leaks.snapshot()
+    yield
+    leaked = _leaks.leaked_since(before)
+    if leaked:
+        pytest.fail(
+            "resources leaked by the test session:\n  " + "\n  ".join(leaked), pytrace=False
+        )
