@@ -1,0 +1,938 @@
+"""Supervision by conmon: containers that outlive the podkit process.
+
+`conmon <https://github.com/containers/conmon>`_ (2.x, the monitor CRI-O and podman use) runs
+``runc create`` (or crun) for one container, then stays alive as the container's parent
+(subreaper): it writes the container's stdout/stderr to a CRI log file, serves an attach
+socket, takes resize / reopen-log requests on a FIFO, and writes the exit code to a file when
+the container ends. Everything podkit needs later is on disk, so any process (a new one after
+a restart included) can find, wait for, attach to and stop containers another process started.
+
+Wire facts used here (conmon 2.1.6, ``--api-version`` is a flag without a value):
+
+* **sync pipe** (fd number in ``_OCI_SYNCPIPE``): JSON lines ``{"data": N}`` or
+  ``{"data": N, "message": "..."}``. On create: the container pid, or ``-1`` and the runtime's
+  stderr. On exec: the exec pid, then the exit code (or ``-1`` and ``"command timed out"``).
+  conmon marks it close-on-exec, so the container never inherits it.
+* **files**: ``<persist-dir>/exit`` and ``<exit-dir>/<cid>`` hold the exit code as decimal
+  text (``128 + N`` for signal N); ``<persist-dir>/oom`` appears on an OOM kill; the CRI log
+  is ``-l k8s-file:PATH``.
+* **attach socket** ``<socket-dir>/<cuuid>/attach`` (a symlink to the bundle dir, so the path
+  stays short): ``SOCK_SEQPACKET``; every message from conmon starts with one byte naming the
+  stream (2 stdout, 3 stderr), then up to 8192 bytes of output; bytes sent by a client go to
+  the container's stdin (with ``--stdin``); a client's EOF closes the container's stdin unless
+  ``--leave-stdin-open``. Any number of clients; each sees output from its connect on.
+* **ctl FIFO** ``<bundle>/ctl``: lines ``"1 <rows> <cols>\\n"`` (resize the tty) and
+  ``"2 0 0\\n"`` (reopen the log: conmon opens a new, empty file at the log path). Send one
+  message per write: conmon 2.1.6 mishandles several lines read at once.
+
+podkit's state for a container lives in ``<state_dir>/containers/<id>/`` (also conmon's
+``--persist-dir``); exit files in ``<state_dir>/exits``, attach symlinks in
+``<state_dir>/sockets``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import datetime as _dt
+import errno
+import json
+import math
+import os
+import select
+import shutil
+import signal as _signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+import attrs
+
+from podkit import oci
+from podkit._files import atomic_write, validate_id
+from podkit.errors import InvalidArgumentError
+from podkit.oci import codec
+from podkit.runtime.base import ContainerState, ExecResult, ExitStatus
+from podkit.runtime.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    NotRunningError,
+    OCIRuntimeError,
+    RuntimeTimeoutError,
+    parse_runtime_error,
+)
+from podkit.runtime.logs import STDERR, STDOUT, parse_cri_log_line
+
+__all__ = [
+    "DEFAULT_DETACH_KEYS",
+    "Attachment",
+    "Conmon",
+    "ConmonContainer",
+    "ConmonRuntime",
+    "parse_detach_keys",
+]
+
+ATTACH_STDOUT = 2
+ATTACH_STDERR = 3
+_ATTACH_STREAMS = {ATTACH_STDOUT: STDOUT, ATTACH_STDERR: STDERR}
+_ATTACH_BUF = 8192 + 1  # conmon's STDIO_BUF_SIZE plus the stream byte
+_CTL_RESIZE = 1
+_CTL_REOPEN_LOG = 2
+_META = "conmon.json"
+_EXEC_OUTPUT_MAX = 16 * 1024 * 1024
+TIMED_OUT_MESSAGE = "command timed out"
+
+DEFAULT_DETACH_KEYS = "ctrl-p,ctrl-q"
+"""Docker's and podman's default detach sequence."""
+
+
+class ConmonRuntime(Protocol):
+    """What :class:`Conmon` needs from the runtime adapter (``podkit.runtime.Runc``)."""
+
+    def command(self, *args: str) -> list[str]:
+        """The runtime's argv: binary, global flags, then ``args``."""
+        ...
+
+    def start(self, id: str) -> None:
+        """``runtime start``."""
+        ...
+
+    def state(self, id: str) -> ContainerState:
+        """``runtime state``."""
+        ...
+
+    def kill(self, id: str, signal: int | str = ..., all: bool = False) -> None:
+        """``runtime kill``."""
+        ...
+
+    def delete(self, id: str, force: bool = False) -> None:
+        """``runtime delete``."""
+        ...
+
+
+@attrs.define(slots=True, kw_only=True)
+class ConmonContainer:
+    """What podkit recorded when it started a container under conmon (``conmon.json``)."""
+
+    id: str
+    bundle: str
+    log_path: str
+    pid: int
+    conmon_pid: int
+    tty: bool = False
+    stdin: bool = False
+    runtime: list[str] = attrs.field(factory=list)
+    created: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "id": self.id,
+            "bundle": self.bundle,
+            "logPath": self.log_path,
+            "pid": self.pid,
+            "conmonPid": self.conmon_pid,
+            "tty": self.tty,
+            "stdin": self.stdin,
+            "runtime": self.runtime,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> ConmonContainer:
+        """Inverse of :meth:`to_dict`; ``source`` names the file in errors."""
+        try:
+            return cls(
+                id=str(data["id"]),
+                bundle=str(data["bundle"]),
+                log_path=str(data["logPath"]),
+                pid=int(data["pid"]),
+                conmon_pid=int(data["conmonPid"]),
+                tty=bool(data.get("tty", False)),
+                stdin=bool(data.get("stdin", False)),
+                runtime=[str(a) for a in data.get("runtime", [])],
+                created=str(data.get("created", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"corrupt conmon state {source}: {exc!r}") from None
+
+
+def parse_detach_keys(spec: str) -> bytes:
+    """Turn docker's detach-key notation (``"ctrl-p,ctrl-q"``, ``"a,ctrl-@"``) into bytes."""
+    out = bytearray()
+    for raw in spec.split(","):
+        key = raw.strip()
+        if len(key) == 1:
+            out.append(ord(key))
+            continue
+        if key.startswith("ctrl-") and len(key) == 6:
+            ch = key[5]
+            if ch.isalpha():
+                out.append(ord(ch.lower()) - ord("a") + 1)
+                continue
+            if ch in "@[\\]^_":
+                out.append("@[\\]^_".index(ch) + (0 if ch == "@" else 26))
+                continue
+        raise InvalidArgumentError(
+            f"invalid detach key {key!r} in {spec!r}: want a single character or ctrl-<key>"
+        )
+    if not out:
+        raise InvalidArgumentError(f"invalid detach keys {spec!r}: empty")
+    return bytes(out)
+
+
+class Attachment:
+    """One client connection to a container's conmon attach socket.
+
+    :meth:`recv` returns ``(stream, data)`` messages until conmon closes the connection (the
+    container exited); :meth:`send` writes to the container's stdin; :meth:`close_stdin` ends
+    it. :meth:`copy` pumps everything between the container and local files, with a detach key.
+    """
+
+    def __init__(self, sock: socket.socket, container_id: str) -> None:
+        self._sock = sock
+        self.container_id = container_id
+
+    def fileno(self) -> int:
+        """The socket fd (for ``select``)."""
+        return self._sock.fileno()
+
+    def recv(self, timeout: float | None = None) -> tuple[str, bytes] | None:
+        """The next output message, or ``None`` when conmon closed the connection.
+
+        Raises :class:`RuntimeTimeoutError` when nothing arrived within ``timeout`` seconds.
+        """
+        while True:
+            ready, _, _ = select.select([self._sock], [], [], timeout)
+            if not ready:
+                raise RuntimeTimeoutError(
+                    f"no output from container {self.container_id} within {timeout}s"
+                )
+            try:
+                msg = self._sock.recv(_ATTACH_BUF)
+            except OSError as exc:
+                if exc.errno in (errno.ECONNRESET, errno.EBADF, errno.ENOTCONN):
+                    return None
+                raise
+            if not msg:
+                return None
+            stream = _ATTACH_STREAMS.get(msg[0])
+            if stream is not None:
+                return stream, msg[1:]
+
+    def read_until_eof(self, timeout: float | None = None) -> dict[str, bytes]:
+        """Collect output per stream until conmon closes the connection."""
+        out = {STDOUT: bytearray(), STDERR: bytearray()}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            item = self.recv(left)
+            if item is None:
+                return {k: bytes(v) for k, v in out.items()}
+            out[item[0]] += item[1]
+
+    def send(self, data: bytes) -> None:
+        """Write ``data`` to the container's stdin (needs ``stdin=True`` at create)."""
+        for start in range(0, len(data), _ATTACH_BUF - 1):
+            self._sock.sendall(data[start : start + _ATTACH_BUF - 1])
+
+    def close_stdin(self) -> None:
+        """Signal EOF on stdin (conmon closes the container's stdin unless told to keep it)."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_WR)
+
+    def copy(
+        self,
+        stdout: BinaryIO | None = None,
+        stderr: BinaryIO | None = None,
+        stdin: BinaryIO | None = None,
+        *,
+        detach_keys: str | bytes | None = DEFAULT_DETACH_KEYS,
+        close_stdin: bool = True,
+    ) -> str:
+        """Pump output to ``stdout``/``stderr`` and ``stdin`` to the container.
+
+        Returns ``"exited"`` when the container's output ended, ``"detached"`` when the detach
+        sequence was read from ``stdin`` (it is not forwarded; the container keeps running).
+        At EOF of ``stdin`` the container's stdin is closed when ``close_stdin``.
+        """
+        keys = b""
+        if detach_keys:
+            keys = detach_keys if isinstance(detach_keys, bytes) else parse_detach_keys(
+                detach_keys
+            )
+        sinks = {STDOUT: stdout, STDERR: stderr}
+        in_fd = stdin.fileno() if stdin is not None else None
+        matched = 0
+        while True:
+            watch = [self._sock.fileno()] + ([in_fd] if in_fd is not None else [])
+            ready, _, _ = select.select(watch, [], [])
+            if in_fd is not None and in_fd in ready:
+                data = os.read(in_fd, 4096)
+                if not data:
+                    in_fd = None
+                    if close_stdin:
+                        self.close_stdin()
+                else:
+                    forward = bytearray()
+                    for byte in data:
+                        if keys and byte == keys[matched]:
+                            matched += 1
+                            if matched == len(keys):
+                                if forward:
+                                    self.send(bytes(forward))
+                                return "detached"
+                            continue
+                        if matched:
+                            forward += keys[:matched]
+                            matched = 0
+                        forward.append(byte)
+                    if forward:
+                        self.send(bytes(forward))
+            if self._sock.fileno() in ready:
+                item = self.recv(0)
+                if item is None:
+                    return "exited"
+                sink = sinks[item[0]]
+                if sink is not None:
+                    sink.write(item[1])
+                    sink.flush()
+
+    def close(self) -> None:
+        """Disconnect (detach); the container keeps running."""
+        self._sock.close()
+
+    def __enter__(self) -> Attachment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _now_rfc3339() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
+def _open_pidfd(pid: int, marker: bytes) -> int | None:
+    """A pidfd of ``pid`` if it is alive and ``marker`` is one of its argv elements.
+
+    The argv check guards against a recycled pid after the conmon exited.
+    """
+    if pid <= 0:
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        argv = []
+    if marker not in argv or not _pid_alive(pid):
+        os.close(pidfd)
+        _reap_if_child(pid)
+        return None
+    return pidfd
+
+
+def _reap_if_child(pid: int) -> None:
+    """Collect ``pid`` if it is our zombie child (we may be a subreaper); ignore otherwise."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def _read_int_file(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise OCIRuntimeError(f"unexpected content {text[:40]!r} in {path}") from None
+
+
+def _exit_status_from_code(code: int, exited_at: _dt.datetime | None) -> ExitStatus:
+    # conmon folds "killed by signal N" into 128 + N, like a shell; report the signal for
+    # codes in the signal range, as CRI does (an explicit `exit 137` looks the same).
+    sig = code - 128 if 128 < code <= 128 + 64 else None
+    return ExitStatus(exit_code=code, signal=sig, exited_at=exited_at)
+
+
+class Conmon:
+    """Start containers under conmon and talk to them through its files and sockets.
+
+    ``runtime`` is the adapter (``Runc(binary="runc"|"crun", root=...)``); its global flags are
+    passed to conmon as ``--runtime-arg``. ``state_dir`` is podkit's own (one per host user of
+    conmon); a new ``Conmon`` over the same ``state_dir`` sees every container an earlier one
+    started. ``log_size_max`` (bytes, 0 = unlimited) is conmon's ``--log-size-max``: the log is
+    truncated when it would grow past it (rotate files yourself and call :meth:`reopen_log`).
+    """
+
+    def __init__(
+        self,
+        runtime: ConmonRuntime,
+        *,
+        state_dir: str | os.PathLike[str],
+        conmon_binary: str = "conmon",
+        log_size_max: int = 0,
+        start_timeout: float = 60.0,
+        log_level: str | None = None,
+        runtime_name: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.state_dir = Path(state_dir).absolute()
+        self.conmon_binary = conmon_binary
+        self.log_size_max = log_size_max
+        self.start_timeout = start_timeout
+        self.log_level = log_level
+        argv = runtime.command()
+        if not argv:
+            raise InvalidArgumentError("runtime.command() returned an empty argv")
+        self._runtime_argv = [self._resolve(argv[0], "OCI runtime"), *argv[1:]]
+        self.runtime_name = runtime_name or os.path.basename(argv[0])
+
+    # -- paths ---------------------------------------------------------------------------
+
+    @property
+    def exit_dir(self) -> Path:
+        """conmon's ``--exit-dir``: one file per container ID holding its exit code."""
+        return self.state_dir / "exits"
+
+    @property
+    def socket_dir(self) -> Path:
+        """conmon's ``--socket-dir-path``: ``<id>`` symlinks to bundles, holding ``attach``."""
+        return self.state_dir / "sockets"
+
+    def container_dir(self, id: str) -> Path:
+        """podkit's and conmon's (``--persist-dir``) directory for one container."""
+        return self.state_dir / "containers" / validate_id(id, "container ID")
+
+    @staticmethod
+    def _resolve(binary: str, what: str) -> str:
+        if os.sep in binary:
+            if os.access(binary, os.X_OK):
+                return os.path.abspath(binary)
+            path = None
+        else:
+            path = shutil.which(binary)
+        if path is None:
+            raise NotFoundError(f"{what} binary {binary!r} not found or not executable")
+        return path
+
+    def _conmon_argv(self, id: str, *args: str) -> list[str]:
+        argv = [
+            self._resolve(self.conmon_binary, "conmon"),
+            "--api-version",
+            "--cid", id,
+            "--runtime", self._runtime_argv[0],
+        ]
+        for arg in self._runtime_argv[1:]:
+            argv += ["--runtime-arg", arg]
+        if self.log_level:
+            argv += ["--log-level", self.log_level]
+        return [*argv, *args]
+
+    # -- records -------------------------------------------------------------------------
+
+    def get(self, id: str) -> ConmonContainer:
+        """The record of a container started under conmon; ``NotFoundError`` if none."""
+        meta = self.container_dir(id) / _META
+        try:
+            data = json.loads(meta.read_text())
+        except FileNotFoundError:
+            raise NotFoundError(f"no container {id!r} supervised by conmon in {self.state_dir}")\
+                from None
+        except ValueError as exc:
+            raise InvalidArgumentError(f"corrupt conmon state {meta}: {exc}") from None
+        return ConmonContainer.from_dict(data, str(meta))
+
+    def list(self) -> builtins.list[ConmonContainer]:
+        """Every container with a record in ``state_dir`` (running or exited)."""
+        out = []
+        base = self.state_dir / "containers"
+        for child in sorted(base.iterdir()) if base.is_dir() else []:
+            if (child / _META).is_file():
+                with contextlib.suppress(NotFoundError, InvalidArgumentError):
+                    out.append(self.get(child.name))
+        return out
+
+    def monitor_alive(self, id: str) -> bool:
+        """Whether the conmon process of ``id`` is still running."""
+        return self._open_monitor(self.get(id)) is not None
+
+    def exit_status(self, id: str) -> ExitStatus | None:
+        """The exit status if the container has exited (conmon wrote its exit file), else None."""
+        path = self.container_dir(id) / "exit"
+        code = _read_int_file(path)
+        if code is None:
+            return None
+        with contextlib.suppress(OSError):
+            exited_at = _dt.datetime.fromtimestamp(path.stat().st_mtime, tz=_dt.UTC)
+            return _exit_status_from_code(code, exited_at)
+        return _exit_status_from_code(code, None)
+
+    def oom_killed(self, id: str) -> bool:
+        """Whether conmon saw an OOM kill in the container's memory cgroup."""
+        return (self.container_dir(id) / "oom").exists()
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def create(
+        self,
+        id: str,
+        bundle: str | os.PathLike[str],
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        tty: bool = False,
+        stdin: bool = False,
+        stdin_once: bool = False,
+        no_pivot: bool = False,
+        no_new_keyring: bool = False,
+    ) -> ConmonContainer:
+        """Create the container under a new conmon (``runtime create``); it is not started.
+
+        Returns once the runtime created it (the pid is known). On any failure the runtime's
+        own message is in the raised error and nothing is left: no conmon process, no state
+        directory, socket or FIFO, no runtime container.
+        """
+        cdir = self.container_dir(id)
+        self._resolve(self.conmon_binary, "conmon")
+        bundle_path = Path(bundle).absolute()
+        if not (bundle_path / "config.json").is_file():
+            raise InvalidArgumentError(f"bundle {bundle_path} has no config.json")
+        log = Path(log_path).absolute() if log_path is not None else cdir / "ctr.log"
+        cdir.parent.mkdir(parents=True, exist_ok=True)
+        for d in (self.exit_dir, self.socket_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        try:
+            cdir.mkdir()
+        except FileExistsError:
+            raise AlreadyExistsError(
+                f"container {id!r} already has a conmon state dir {cdir}"
+            ) from None
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            (self.exit_dir / id).unlink(missing_ok=True)
+            args = [
+                "--cuuid", id,
+                "--bundle", os.fspath(bundle_path),
+                "--container-pidfile", os.fspath(cdir / "pidfile"),
+                "--conmon-pidfile", os.fspath(cdir / "conmon.pid"),
+                "--log-path", f"k8s-file:{log}",
+                "--exit-dir", os.fspath(self.exit_dir),
+                "--persist-dir", os.fspath(cdir),
+                "--socket-dir-path", os.fspath(self.socket_dir),
+            ]
+            if self.log_size_max:
+                args += ["--log-size-max", str(self.log_size_max)]
+            if tty:
+                args.append("--terminal")
+            if stdin:
+                args.append("--stdin")
+                if not stdin_once:
+                    args.append("--leave-stdin-open")
+            if no_pivot:
+                args.append("--no-pivot")
+            if no_new_keyring:
+                args.append("--no-new-keyring")
+            argv = self._conmon_argv(id, *args)
+            messages = self._spawn(argv, cdir, self.start_timeout, want=1)
+            pid = messages[0][0]
+            conmon_pid = _read_int_file(cdir / "conmon.pid") or 0
+            record = ConmonContainer(
+                id=id, bundle=os.fspath(bundle_path), log_path=os.fspath(log), pid=pid,
+                conmon_pid=conmon_pid, tty=tty, stdin=stdin, runtime=list(self._runtime_argv),
+                created=_now_rfc3339(),
+            )
+            atomic_write(cdir / _META, json.dumps(record.to_dict(), indent=1))
+            return record
+        except BaseException:
+            self._cleanup(id, cdir, bundle_path, log if log_path is None else None)
+            raise
+
+    def _spawn(
+        self,
+        argv: builtins.list[str],
+        cwd: Path,
+        timeout: float | None,
+        want: int,
+        runtime_log: Path | None = None,
+    ) -> builtins.list[tuple[int, str | None]]:
+        """Run conmon, return the first ``want`` sync-pipe messages ``(data, message)``.
+
+        A message with negative data is turned into the runtime's typed error. conmon's own
+        stderr goes to a file in ``cwd`` (never a pipe the container could hold open).
+        """
+        read_fd, write_fd = os.pipe()
+        errfile = cwd / "conmon.stderr"
+        try:
+            env = dict(os.environ, _OCI_SYNCPIPE=str(write_fd))
+            env.pop("_OCI_STARTPIPE", None)
+            with open(errfile, "wb") as err:
+                proc = subprocess.Popen(
+                    argv, pass_fds=(write_fd,), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                    stdout=err, stderr=err,
+                )
+            os.close(write_fd)
+            write_fd = -1
+            # conmon forks its daemon and the first process exits at once
+            proc.wait(timeout=60 if timeout is None else max(timeout, 1.0))
+            messages = self._read_sync(read_fd, argv, timeout, want)
+        finally:
+            os.close(read_fd)
+            if write_fd >= 0:
+                os.close(write_fd)
+        if len(messages) < want and runtime_log is not None and runtime_log.exists():
+            # conmon 2.1.6 does not relay a failed `runtime exec`; its --log has the reason
+            logged = runtime_log.read_text(errors="replace")
+            if logged.strip():
+                raise parse_runtime_error(logged, argv, self.runtime_name)
+        if len(messages) < want:
+            text = errfile.read_text(errors="replace").strip() if errfile.exists() else ""
+            raise OCIRuntimeError(
+                f"conmon exited without reporting the container's pid: {text or 'no output'}",
+                argv, text,
+            )
+        for data, message in messages:
+            if data < 0:
+                if message == TIMED_OUT_MESSAGE:
+                    raise RuntimeTimeoutError(f"{self.runtime_name}: {message}", argv)
+                raise parse_runtime_error(message or f"exit status {-data}", argv,
+                                          self.runtime_name)
+        return messages
+
+    def _read_sync(
+        self, fd: int, argv: builtins.list[str], timeout: float | None, want: int
+    ) -> builtins.list[tuple[int, str | None]]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        buf = b""
+        messages: builtins.list[tuple[int, str | None]] = []
+        while len(messages) < want:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise RuntimeTimeoutError(f"conmon did not report within {timeout}s", argv)
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf and len(messages) < want:
+                line, buf = buf.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                    data = int(obj["data"])
+                except (ValueError, KeyError, TypeError):
+                    raise OCIRuntimeError(
+                        f"unexpected message from conmon on the sync pipe: {line[:200]!r}", argv
+                    ) from None
+                message = obj.get("message")
+                messages.append((data, message if isinstance(message, str) else None))
+                if data < 0:
+                    return messages
+        return messages
+
+    def _cleanup(
+        self, id: str, cdir: Path, bundle: Path, own_log: Path | None
+    ) -> None:
+        """Remove everything :meth:`create` may have left after a failure."""
+        conmon_pid = _read_int_file(cdir / "conmon.pid") if cdir.exists() else None
+        if conmon_pid:
+            self._stop_monitor(conmon_pid, cdir, grace=5.0)
+        with contextlib.suppress(OCIRuntimeError):
+            self.runtime.delete(id, force=True)
+        self._remove_files(id, cdir, bundle)
+        if own_log is not None:
+            own_log.unlink(missing_ok=True)
+
+    def _remove_files(self, id: str, cdir: Path, bundle: Path) -> None:
+        for name in ("attach", "ctl", "winsz"):
+            (bundle / name).unlink(missing_ok=True)
+        link = self.socket_dir / id
+        if link.is_symlink():
+            link.unlink()
+        (self.exit_dir / id).unlink(missing_ok=True)
+        shutil.rmtree(cdir, ignore_errors=True)
+
+    def start(self, id: str) -> None:
+        """Start the user process of a container created by :meth:`create`."""
+        self.get(id)
+        self.runtime.start(id)
+
+    def run(
+        self, id: str, bundle: str | os.PathLike[str], **kwargs: Any
+    ) -> ConmonContainer:
+        """:meth:`create` then :meth:`start`; a failing start deletes the container."""
+        record = self.create(id, bundle, **kwargs)
+        try:
+            self.runtime.start(id)
+        except BaseException:
+            self.delete(id, force=True)
+            raise
+        return record
+
+    # -- waiting -------------------------------------------------------------------------
+
+    def _open_monitor(self, record: ConmonContainer) -> int | None:
+        """A pidfd of this container's conmon if it still runs."""
+        return _open_pidfd(record.conmon_pid, os.fsencode(self.container_dir(record.id)))
+
+    def wait(self, id: str, timeout: float | None = None) -> ExitStatus:
+        """Block until the container has exited and conmon recorded its exit code.
+
+        Works from any process: it waits on a pidfd of the conmon process (no polling; conmon
+        exits right after writing the exit file and flushing the log), then reads the file.
+        :class:`RuntimeTimeoutError` after ``timeout`` seconds.
+        """
+        record = self.get(id)
+        pidfd = self._open_monitor(record)
+        if pidfd is not None:
+            try:
+                ready, _, _ = select.select([pidfd], [], [], timeout)
+            finally:
+                os.close(pidfd)
+            if not ready:
+                raise RuntimeTimeoutError(
+                    f"container {id!r} still running after {timeout}s"
+                )
+            _reap_if_child(record.conmon_pid)
+        status = self.exit_status(id)
+        if status is None:
+            raise OCIRuntimeError(
+                f"conmon of container {id!r} (pid {record.conmon_pid}) is gone without writing"
+                f" {self.container_dir(id) / 'exit'}"
+            )
+        return status
+
+    @staticmethod
+    def _stop_monitor(pid: int, marker: Path, grace: float) -> None:
+        """Wait up to ``grace`` seconds for a conmon to exit, then SIGKILL it."""
+        pidfd = _open_pidfd(pid, os.fsencode(marker))
+        if pidfd is None:
+            return
+        try:
+            ready, _, _ = select.select([pidfd], [], [], grace)
+            if not ready:
+                with contextlib.suppress(ProcessLookupError):
+                    _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
+                select.select([pidfd], [], [], 10.0)
+        finally:
+            os.close(pidfd)
+        _reap_if_child(pid)
+
+    # -- control -------------------------------------------------------------------------
+
+    def kill(self, id: str, signal: int | str = _signal.SIGTERM, all: bool = False) -> None:
+        """Send a signal to the container (through the runtime)."""
+        self.get(id)
+        self.runtime.kill(id, signal, all=all)
+
+    def stop(
+        self, id: str, timeout: float = 10.0, signal: int = _signal.SIGTERM
+    ) -> ExitStatus:
+        """Send ``signal``, wait ``timeout`` seconds, then SIGKILL; return the exit status."""
+        status = self.exit_status(id)
+        if status is not None:
+            return status
+        with contextlib.suppress(NotRunningError, NotFoundError):
+            self.runtime.kill(id, signal)
+        try:
+            return self.wait(id, timeout)
+        except RuntimeTimeoutError:
+            pass
+        with contextlib.suppress(NotRunningError, NotFoundError):
+            self.runtime.kill(id, _signal.SIGKILL, all=True)
+        return self.wait(id, 60.0)
+
+    def delete(self, id: str, force: bool = False) -> None:
+        """Delete the container from the runtime and remove conmon's and podkit's files.
+
+        Without ``force`` a running container is refused (``NotRunningError``); with it the
+        container is killed first. The log file is kept unless it lives in the state dir.
+        """
+        record = self.get(id)
+        cdir = self.container_dir(id)
+        with contextlib.suppress(NotFoundError):
+            self.runtime.delete(id, force=force)
+        if record.conmon_pid:
+            self._stop_monitor(record.conmon_pid, cdir, grace=10.0)
+        self._remove_files(id, cdir, Path(record.bundle))
+
+    def attach(self, id: str) -> Attachment:
+        """Connect to the container's attach socket (several clients may be attached)."""
+        self.get(id)
+        link = self.socket_dir / id
+        try:
+            dirfd = os.open(link, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise NotRunningError(f"container {id!r} has no attach socket (exited?)") from None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            # via /proc/self/fd so a long state_dir never exceeds sun_path
+            sock.connect(f"/proc/self/fd/{dirfd}/attach")
+        except (FileNotFoundError, ConnectionRefusedError):
+            sock.close()
+            raise NotRunningError(f"container {id!r} is not running (attach socket gone)")\
+                from None
+        except BaseException:
+            sock.close()
+            raise
+        finally:
+            os.close(dirfd)
+        return Attachment(sock, id)
+
+    def _ctl(self, id: str, kind: int, a: int, b: int) -> None:
+        record = self.get(id)
+        ctl = Path(record.bundle) / "ctl"
+        try:
+            fd = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.ENOENT):
+                raise NotRunningError(f"container {id!r} is not running (no conmon on {ctl})")\
+                    from None
+            raise
+        try:
+            os.write(fd, f"{kind} {a} {b}\n".encode())
+        finally:
+            os.close(fd)
+
+    def resize(self, id: str, rows: int, cols: int) -> None:
+        """Resize the container's tty (created with ``tty=True``)."""
+        for name, value in (("rows", rows), ("cols", cols)):
+            if not 0 < value < 65536:
+                raise InvalidArgumentError(f"invalid terminal {name} {value}: want 1..65535")
+        self._ctl(id, _CTL_RESIZE, rows, cols)
+
+    def reopen_log(self, id: str, timeout: float = 10.0) -> None:
+        """Make conmon start a new log file at the log path (after you moved the old one).
+
+        Waits until the new file exists (conmon acts asynchronously). If the old file was not
+        moved away, conmon replaces it with an empty one.
+        """
+        record = self.get(id)
+        log = Path(record.log_path)
+        try:
+            before: int | None = log.stat().st_ino
+        except FileNotFoundError:
+            before = None
+        self._ctl(id, _CTL_REOPEN_LOG, 0, 0)
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(FileNotFoundError):
+                if log.stat().st_ino != before:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeTimeoutError(f"conmon did not reopen {log} within {timeout}s")
+            time.sleep(0.01)
+
+    # -- exec ----------------------------------------------------------------------------
+
+    def _exec_process(self, record: ConmonContainer, args: Sequence[str] | oci.Process) -> Any:
+        if isinstance(args, oci.Process):
+            return codec.unstructure(args)
+        if isinstance(args, str) or not args:
+            raise InvalidArgumentError(f"exec args must be a non-empty list, got {args!r}")
+        config = Path(record.bundle) / "config.json"
+        try:
+            base = json.loads(config.read_text()).get("process") or {}
+        except (OSError, ValueError) as exc:
+            raise InvalidArgumentError(f"cannot read process of {config}: {exc}") from None
+        process = {k: v for k, v in base.items() if k not in ("consoleSize",)}
+        process.update(args=list(args), terminal=False)
+        process.setdefault("cwd", "/")
+        process.setdefault("user", {"uid": 0, "gid": 0})
+        return process
+
+    def exec_sync(
+        self,
+        id: str,
+        args: Sequence[str] | oci.Process,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run a process in the container under a short-lived conmon and collect its output.
+
+        ``args`` (with the container's own env, user and cwd) or a whole ``oci.Process``.
+        ``timeout`` is rounded up to whole seconds (conmon's ``--timeout``); when it expires
+        conmon kills the process and :class:`RuntimeTimeoutError` is raised.
+        """
+        record = self.get(id)
+        if timeout is not None and timeout <= 0:
+            raise InvalidArgumentError(f"invalid exec timeout {timeout}: must be > 0")
+        process = self._exec_process(record, args)
+        cdir = self.container_dir(id)
+        work = Path(tempfile.mkdtemp(prefix="exec-", dir=cdir))
+        try:
+            spec = work / "process.json"
+            spec.write_text(json.dumps(process))
+            log = work / "exec.log"
+            runtime_log = work / "runtime.log"
+            argv = self._conmon_argv(
+                id,
+                "--runtime-arg", "--log",
+                "--runtime-arg", os.fspath(runtime_log),
+                "--cuuid", f"{id}-exec-{uuid.uuid4().hex[:8]}",
+                "--exec",
+                "--exec-process-spec", os.fspath(spec),
+                "--container-pidfile", os.fspath(work / "pidfile"),
+                "--conmon-pidfile", os.fspath(work / "conmon.pid"),
+                "--log-path", f"k8s-file:{log}",
+                "--log-size-max", str(_EXEC_OUTPUT_MAX),
+            )
+            if timeout is not None:
+                argv += ["--timeout", str(max(1, math.ceil(timeout)))]
+            wait_for = None if timeout is None else math.ceil(timeout) + 30.0
+            try:
+                messages = self._spawn(
+                    argv, work, wait_for, want=2, runtime_log=runtime_log
+                )
+            finally:
+                conmon_pid = _read_int_file(work / "conmon.pid")
+                if conmon_pid:
+                    self._stop_monitor(conmon_pid, spec, grace=10.0)
+            exit_code = messages[1][0]
+            stdout, stderr = _split_output(log)
+            return ExecResult(exit_code=exit_code, stdout=stdout, stderr=stderr)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _split_output(log: Path) -> tuple[bytes, bytes]:
+    """Raw stdout and stderr bytes back from a CRI log (P records carry no newline)."""
+    out = {STDOUT: bytearray(), STDERR: bytearray()}
+    if not log.exists():
+        return b"", b""
+    with open(log, "rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            entry = parse_cri_log_line(line, where=f"line {number} of {log}")
+            out[entry.stream] += entry.content
+            if not entry.partial:
+                out[entry.stream] += b"\n"
+    return bytes(out[STDOUT]), bytes(out[STDERR])
+
