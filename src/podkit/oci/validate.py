@@ -245,22 +245,44 @@ def _check_value(value: Any, tp: Any, kind: str | None, path: str, out: list[Pro
 
 
 def _check_model(obj: Any, path: str, out: list[Problem]) -> None:
-    extra: dict[str, Any] = obj.extra
     for f in wire_fields(type(obj)):
         value = getattr(obj, f.name)
         p = key_path(path, f.wire)
         if value is not None:
             _check_value(value, f.type, f.int_kind, p, out)
-        elif f.wire in extra and extra[f.wire] is None:
-            out.append(Problem(p, "null is not allowed here"))
         elif f.required:
             out.append(Problem(path, f"missing required key {f.wire!r}"))
 
 
-def _structural(obj: Any) -> list[Problem]:
+def _nulls(obj: Any, path: str) -> Iterator[Problem]:
+    """Explicit JSON nulls for known keys (kept in ``extra``): the schema allows none of them."""
+    extra: dict[str, Any] = obj.extra
+    for f in wire_fields(type(obj)):
+        value = getattr(obj, f.name)
+        p = key_path(path, f.wire)
+        if value is None:
+            if f.wire in extra and extra[f.wire] is None:
+                yield Problem(p, "null is not allowed here")
+            continue
+        if isinstance(value, list):
+            items = [(f"{p}[{i}]", v) for i, v in enumerate(value)]
+        elif isinstance(value, dict):
+            items = [(key_path(p, k), v) for k, v in value.items()]
+        else:
+            items = [(p, value)]
+        for item_path, item in items:
+            if attrs.has(type(item)):
+                yield from _nulls(item, item_path)
+
+
+def _structural(obj: Any) -> tuple[list[Problem], bool]:
+    """(problems, well_typed): type/range/required problems first, then explicit nulls."""
     out: list[Problem] = []
     _check_model(obj, "$", out)
-    return out
+    well_typed = not out
+    if well_typed:
+        out.extend(_nulls(obj, "$"))
+    return out, well_typed
 
 
 # --- semantic rules ----------------------------------------------------------------------------
@@ -523,8 +545,8 @@ def validate(spec: Spec) -> list[Problem]:
     Type errors (possible in a spec built in Python) are reported alone: semantic rules need a
     well-typed spec.
     """
-    problems = _structural(spec)
-    if problems:
+    problems, well_typed = _structural(spec)
+    if not well_typed:
         return problems
     linux = _linux_target(spec)
     if not _SEMVER.match(spec.oci_version):
@@ -560,8 +582,8 @@ def check(spec: Spec, *, source: str | None = None) -> Spec:
 
 def validate_state(state: State) -> list[Problem]:
     """Problems with a ``state.json`` document (state-schema.json plus ``ociVersion`` SemVer)."""
-    problems = _structural(state)
-    if problems:
+    problems, well_typed = _structural(state)
+    if not well_typed:
         return problems
     problems.extend(_enum(state.status, _STATUSES, "$.status", "status"))
     if state.pid is not None and state.pid < 0:
@@ -573,8 +595,8 @@ def validate_state(state: State) -> list[Problem]:
 
 def validate_features(features: Features) -> list[Problem]:
     """Problems with a ``features.json`` document (features-schema.json plus SemVer versions)."""
-    problems = _structural(features)
-    if problems:
+    problems, well_typed = _structural(features)
+    if not well_typed:
         return problems
     for key, version in (("ociVersionMin", features.oci_version_min),
                          ("ociVersionMax", features.oci_version_max)):
@@ -719,10 +741,13 @@ def _seccomp_uses(sc: LinuxSeccomp | None) -> Iterator[_Use]:
     if sc is None:
         return
     p = "$.linux.seccomp"
-    for attr, wire in (("default_errno_ret", "defaultErrnoRet"), ("listener_path", "listenerPath"),
-                       ("listener_metadata", "listenerMetadata")):
+    if sc.default_errno_ret is not None:
+        yield _Use("1.1.0", f"{p}.defaultErrnoRet", "seccomp.defaultErrnoRet")
+    # The notify listener comes with SCMP_ACT_NOTIFY: a runtime listing that action supports it.
+    listener = (("listener_path", "listenerPath"), ("listener_metadata", "listenerMetadata"))
+    for attr, wire in listener:
         if getattr(sc, attr) is not None:
-            yield _Use("1.1.0", f"{p}.{wire}", f"seccomp.{wire}")
+            yield _Use("1.1.0", f"{p}.{wire}", f"seccomp.{wire}", "seccomp.action")
     if sc.flags is not None:
         yield _Use("1.0.2", f"{p}.flags", "seccomp.flags")
     for i, flag in enumerate(sc.flags or ()):
@@ -814,7 +839,8 @@ def unsupported_fields(spec: Spec, features: Features) -> list[Problem]:
     operators, AppArmor/SELinux, Intel RDT, memory policy, net devices, idmapped mounts, cgroup v2
     ``unified`` and rdma against the features lists; a feature the document does not describe is
     judged by version instead: anything newer than ``ociVersionMax`` (compared on major.minor.patch,
-    so ``1.0.2-dev`` covers 1.0.2) is reported, because runc and crun silently ignore such fields.
+    so ``1.0.2-dev`` covers 1.0.2) is reported, because runc and crun silently ignore unknown
+    fields: nothing else would tell the caller that e.g. ``domainname`` had no effect.
     """
     out: list[Problem] = []
     lx, fl = spec.linux, features.linux
@@ -849,7 +875,7 @@ def unsupported_fields(spec: Spec, features: Features) -> list[Problem]:
         if _core(use.version) > max_core and not _topic_known(use.topic, features):
             out.append(Problem(use.path, f"{use.what} (runtime-spec {use.version}) is newer than "
                                f"the runtime's ociVersionMax {features.oci_version_max}: "
-                               "it would be silently ignored"))
+                               "the runtime may silently ignore it"))
     return out
 
 
