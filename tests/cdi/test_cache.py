@@ -239,7 +239,7 @@ def test_inject_nothing_is_a_no_op(two_vendors: cdi.Cache) -> None:
 def test_inject_nil_or_invalid_oci_spec(two_vendors: cdi.Cache) -> None:
     with pytest.raises(ValueError, match="can't inject devices, nil OCI Spec"):
         two_vendors.inject_devices(None, ["a.com/c=a1"])
-    with pytest.raises(ValueError, match="expected podkit.oci.Spec"):
+    with pytest.raises(ValueError, match=r"expected podkit\.oci\.Spec"):
         two_vendors.inject_devices({}, ["a.com/c=a1"])  # type: ignore[arg-type]
 
 
@@ -296,7 +296,7 @@ def test_write_spec_explicit_version_and_validation(dirs: tuple[Path, Path]) -> 
     with pytest.raises(cdi.SpecError, match="Spec validation failed: invalid CDI Spec: the spec "
                                             r"version must be at least v0\.7\.0"):
         c.write_spec(small_spec(additional_gids=[1]), "y.json", cdi_version="0.3.0")
-    with pytest.raises(cdi.SpecError, match="Spec validation failed: .*empty device edits"):
+    with pytest.raises(cdi.SpecError, match=r"Spec validation failed: .*empty device edits"):
         c.write_spec(cdi.Spec(kind="v.com/c", devices=[cdi.Device(name="d")]), "z.json")
     assert not (dirs[1] / "y.json").exists() and not (dirs[1] / "z.json").exists()
 

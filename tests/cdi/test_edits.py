@@ -315,7 +315,7 @@ def test_additional_gids_dedup_and_skip_zero(host: FakeHost) -> None:
 def test_nil_and_wrong_oci_spec() -> None:
     with pytest.raises(ValueError, match="can't edit nil OCI Spec"):
         apply_edits(None, E(env=["A=1"]))
-    with pytest.raises(ValueError, match="expected podkit.oci.Spec"):
+    with pytest.raises(ValueError, match=r"expected podkit\.oci\.Spec"):
         apply_edits({"ociVersion": "1.0.0"}, E(env=["A=1"]))  # type: ignore[arg-type]
 
 

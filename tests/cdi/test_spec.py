@@ -121,7 +121,9 @@ def test_yaml_scalars_become_strings_for_string_fields() -> None:
 
 
 def test_yaml_octal_file_mode() -> None:
-    s = cdi.parse_spec("devices:\n- containerEdits:\n    deviceNodes: [{path: /x, fileMode: 0666}]\n")
+    s = cdi.parse_spec(
+        "devices:\n- containerEdits:\n    deviceNodes: [{path: /x, fileMode: 0666}]\n"
+    )
     assert s.devices[0].container_edits.device_nodes is not None
     assert s.devices[0].container_edits.device_nodes[0].file_mode == 0o666
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from podkit import cdi
+
 from .strategies import specs
 
 jsonschema = pytest.importorskip("jsonschema")

@@ -40,6 +40,7 @@ __all__ = [
     "dump_spec",
     "load_spec",
     "minimum_required_version",
+    "model_to_dict",
     "parse_spec",
     "validate_container_edits",
     "validate_env",
@@ -484,6 +485,13 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
     except SpecError as e:
         raise e.with_source(p) from None
     return spec
+
+
+def model_to_dict(model: object) -> dict[str, Any]:
+    """The wire form (camelCase keys, absent fields left out) of any CDI model."""
+    if not attrs.has(type(model)):
+        raise TypeError(f"not a CDI model: {type(model).__name__}")
+    return _encode(model)
 
 
 def dump_spec(spec: Spec, name: str) -> str:

@@ -1,0 +1,181 @@
+"""``podkit cdi list|show|validate|dirs|inject|watch``: CDI spec dirs from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from podkit import cdi, oci
+
+
+def _cache(args: argparse.Namespace, *, auto_refresh: bool = False) -> cdi.Cache:
+    dirs = args.spec_dirs or cdi.DEFAULT_SPEC_DIRS
+    return cdi.Cache(dirs, auto_refresh=auto_refresh)
+
+
+def _emit(data: Any, fmt: str) -> None:
+    if fmt == "yaml":
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    else:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def _device_info(d: cdi.LoadedDevice) -> dict[str, Any]:
+    spec_edits = d.spec.spec.container_edits
+    return {
+        "name": d.qualified_name,
+        "spec": d.spec.path,
+        "priority": d.spec.priority,
+        "cdiVersion": d.spec.spec.cdi_version,
+        "device": cdi.model_to_dict(d.device),
+        "specContainerEdits": cdi.model_to_dict(spec_edits) if spec_edits is not None else {},
+    }
+
+
+def _list(args: argparse.Namespace) -> int:
+    with _cache(args) as c:
+        if args.output == "text":
+            for name in c.list_devices():
+                if args.verbose:
+                    d = c.get_device(name)
+                    assert d is not None
+                    print(f"{name}\t{d.spec.path}")
+                else:
+                    print(name)
+        else:
+            devices = [c.get_device(n) for n in c.list_devices()]
+            _emit([_device_info(d) for d in devices if d is not None], args.output)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    with _cache(args) as c:
+        d = c.get_device(args.name)
+        if d is None:
+            raise cdi.UnresolvableDevicesError([args.name])
+        _emit(_device_info(d), "yaml" if args.output == "yaml" else "json")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    problems: dict[str, list[str]] = {}
+    if args.files:
+        for f in args.files:
+            try:
+                cdi.load_spec(f)
+            except cdi.SpecError as e:
+                problems[f] = [str(e)]
+    else:
+        with _cache(args) as c:
+            problems = c.errors
+    if args.output == "text":
+        for path, msgs in sorted(problems.items()):
+            for m in msgs:
+                print(f"{path}: {m}")
+        if not problems:
+            print("ok")
+    else:
+        _emit(problems, args.output)
+    return 1 if problems else 0
+
+
+def _dirs(args: argparse.Namespace) -> int:
+    with _cache(args) as c:
+        errors = c.errors
+        rows: list[dict[str, Any]] = [
+            {"priority": i, "path": d, "errors": errors.get(d, [])}
+            for i, d in enumerate(c.spec_dirs)
+        ]
+    if args.output == "text":
+        for r in rows:
+            msgs: list[str] = r["errors"]
+            suffix = f"\t{'; '.join(msgs)}" if msgs else ""
+            print(f"{r['priority']}\t{r['path']}{suffix}")
+    else:
+        _emit(rows, args.output)
+    return 0
+
+
+def _inject(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.oci_json == "-" else open(args.oci_json).read()  # noqa: SIM115
+    spec = oci.Spec.from_json(text)
+    with _cache(args) as c:
+        c.inject_devices(spec, args.names)
+    if args.output == "yaml":
+        _emit(spec.to_dict(), "yaml")
+    else:
+        sys.stdout.write(spec.to_json(indent=2) + "\n")
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    with _cache(args, auto_refresh=True) as c:
+        for msg in sorted(c.dir_errors.items()):
+            print(f"warning: {msg[0]}: {msg[1]}", file=sys.stderr)
+        previous: list[str] | None = None
+        changes = 0
+        while True:
+            current = c.list_devices()
+            if current != previous:
+                if args.output == "text":
+                    print("devices: " + (", ".join(current) or "(none)"), flush=True)
+                else:
+                    _emit(current, args.output)
+                    sys.stdout.flush()
+                if previous is not None:
+                    changes += 1
+                previous = current
+            if args.count and changes >= args.count:
+                return 0
+            try:
+                c.wait_for_change(timeout=1.0)
+            except KeyboardInterrupt:  # pragma: no cover - interactive
+                return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``cdi`` command group."""
+    p = subparsers.add_parser("cdi", help="CDI devices: list, show, validate, inject, watch",
+                              description=__doc__)
+    p.add_argument("--spec-dir", dest="spec_dirs", action="append", metavar="DIR",
+                   help="spec directory, lowest priority first (repeat; default "
+                        "/etc/cdi then /var/run/cdi)")
+    sub = p.add_subparsers(dest="cdi_command", metavar="COMMAND")
+    sub.required = True
+
+    def out(sp: argparse.ArgumentParser, default: str = "text") -> None:
+        sp.add_argument("-o", "--output", choices=("text", "json", "yaml"), default=default)
+
+    sp = sub.add_parser("list", help="list resolvable devices")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also show the spec file")
+    out(sp)
+    sp.set_defaults(func=_list)
+
+    sp = sub.add_parser("show", help="show one device and where it comes from")
+    sp.add_argument("name", help="qualified device name vendor/class=name")
+    out(sp, "json")
+    sp.set_defaults(func=_show)
+
+    sp = sub.add_parser("validate", help="report invalid spec files (exit 1 if any)")
+    sp.add_argument("files", nargs="*", help="spec files to check (default: the spec dirs)")
+    out(sp)
+    sp.set_defaults(func=_validate)
+
+    sp = sub.add_parser("dirs", help="spec directories, priorities and errors")
+    out(sp)
+    sp.set_defaults(func=_dirs)
+
+    sp = sub.add_parser("inject", help="inject devices into an OCI config.json, print it")
+    sp.add_argument("oci_json", metavar="OCI_JSON", help="config.json path, or - for stdin")
+    sp.add_argument("names", metavar="NAME", nargs="+", help="qualified device names")
+    out(sp, "json")
+    sp.set_defaults(func=_inject)
+
+    sp = sub.add_parser("watch", help="print the device list whenever it changes")
+    sp.add_argument("--count", type=int, default=0, help="exit after N changes (0: never)")
+    out(sp)
+    sp.set_defaults(func=_watch)
