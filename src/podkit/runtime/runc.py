@@ -476,6 +476,7 @@ class Runc:
         self._features_asked = False
         self._version: RuntimeVersion | None = None
         self._inits: dict[str, Subscription] = {}
+        self._cgroups: dict[str, str] = {}  # id -> linux.cgroupsPath of containers we created
         self._lock = threading.Lock()
         self._tmp: str | None = None
 
@@ -700,10 +701,11 @@ class Runc:
                               res.log)
         return parse_ps(res.stdout)
 
-    def top(self, id: str, ps_args: Sequence[str] = ("-ef",)) -> TopResults:
-        """``ps`` table of the container's processes (runc: host ps(1) columns).
+    def top(self, id: str, ps_args: Sequence[str] = ()) -> TopResults:
+        """``ps`` table of the container's processes (runc: host ``ps -ef`` columns).
 
-        ``UnsupportedOperationError`` when the runtime prints only PIDs (crun).
+        ``ps_args`` replace runc's default ``-ef``. ``UnsupportedOperationError`` when the
+        runtime prints only PIDs (crun).
         """
         _files.validate_id(id, "container ID")
         res = self._run(["ps", "--format", "table", id, *ps_args])
@@ -735,11 +737,17 @@ class Runc:
         """
         _files.validate_id(id, "container ID")
         log_fd = _memfd("runtime-log")
+        err_fd = _memfd("runtime-stderr")
         argv = [self.path, *self._global_args(f"/proc/self/fd/{log_fd}"), "events",
                 f"--interval={max(interval, 0.001):g}s", id]
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=self.env, pass_fds=(log_fd,),
-                                start_new_session=True)
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=err_fd, env=self.env, pass_fds=(log_fd,),
+                                    start_new_session=True)
+        except BaseException:
+            os.close(log_fd)
+            os.close(err_fd)
+            raise
         assert proc.stdout is not None
         try:
             for line in proc.stdout:
@@ -747,11 +755,15 @@ class Runc:
                     yield parse_event(line)
             rc = proc.wait(self.timeout)
             if rc != 0:
-                raise self._error(rc, argv, _read_fd(log_fd).decode(errors="replace"))
+                text = _read_fd(log_fd).decode(errors="replace")
+                if not text.strip():
+                    text = _read_fd(err_fd).decode(errors="replace")
+                raise self._error(rc, argv, text)
         finally:
             _kill_group(proc)
             proc.stdout.close()
             os.close(log_fd)
+            os.close(err_fd)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _bundle(self, bundle: Bundle | str | os.PathLike[str]) -> Bundle:
@@ -855,6 +867,10 @@ class Runc:
             pid = int(Path(pid_path).read_text().strip())
         except RuntimeTimeoutError:
             self._force_delete_quiet(id)
+            _remove_stray_unified_dir(_cgroups_path(b))
+            raise
+        except BaseException:
+            _remove_stray_unified_dir(_cgroups_path(b))
             raise
         finally:
             io.close_after_start()
@@ -865,6 +881,9 @@ class Runc:
             self._inits[id] = monitor.subscribe(pid)
         except NotFoundError:
             self._inits.pop(id, None)
+        cgroups_path = _cgroups_path(b)
+        if cgroups_path:
+            self._cgroups[id] = cgroups_path
         return pid
 
     def _force_delete_quiet(self, id: str) -> None:
@@ -913,6 +932,7 @@ class Runc:
             self._force_delete_quiet(id)
             raise
         finally:
+            _remove_stray_unified_dir(_cgroups_path(b))
             if pid_file is None:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(os.path.join(self._tmpdir(), f"{id}.pid"))
@@ -938,6 +958,7 @@ class Runc:
             if not force:
                 raise
         self._drop_init_if_done(id)
+        _remove_stray_unified_dir(self._cgroups.pop(id, None))
 
     def _drop_init_if_done(self, id: str) -> None:
         sub = self._inits.get(id)
@@ -1075,6 +1096,18 @@ class Runc:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(pid_path)
 
+    def _merged_env(self, id: str, env: Sequence[str]) -> builtins.list[str]:
+        """The container's env with ``env`` on top (runc appends ``--env``, crun replaces)."""
+        if not env:
+            return []
+        try:
+            spec = Bundle.load(self.state(id).bundle).spec
+            base = list(spec.process.env or []) if spec.process is not None else []
+        except (NotFoundError, OSError, oci.SpecError):
+            base = []
+        names = {e.split("=", 1)[0] for e in env}
+        return [e for e in base if e.split("=", 1)[0] not in names] + list(env)
+
     def wait_exec(self, process: ExecProcess, timeout: float | None = None) -> ExitStatus:
         """Block until a detached exec'd process exits; its ``ExitStatus``."""
         return process.wait(timeout)
@@ -1114,7 +1147,7 @@ class Runc:
         os.close(fd)
         os.unlink(pid_path)
         argv = ["exec", "--pid-file", pid_path]
-        for e in env:
+        for e in self._merged_env(id, env):
             argv += ["--env", e]
         if cwd is not None:
             argv += ["--cwd", cwd]
@@ -1227,6 +1260,47 @@ class _FdIO:
 
     def close(self) -> None:
         pass
+
+
+def _cgroups_path(b: Bundle) -> str | None:
+    return b.spec.linux.cgroups_path if b.spec.linux is not None else None
+
+
+_UNIFIED = "/sys/fs/cgroup/unified"
+_TMPFS_MAGIC = 0x01021994
+
+
+def _remove_stray_unified_dir(cgroups_path: str | None) -> None:
+    """Remove ``/sys/fs/cgroup/unified/<path>`` when it is a plain tmpfs dir, not a cgroup.
+
+    crun 1.8.1 on a hybrid host whose cgroup2 mount was hidden (as ``scripts/isolated`` does)
+    creates that directory with a ``cgroup.procs`` *file* on the cgroup tmpfs and never removes
+    it. Only such a directory (on tmpfs, nothing but ``cgroup.procs``) is touched.
+    """
+    if not cgroups_path or ":" in cgroups_path:
+        return
+    rel = cgroups_path.strip("/")
+    if not rel or ".." in rel.split("/"):
+        return
+    path = os.path.join(_UNIFIED, rel)
+    try:
+        if _fs_type(path) != _TMPFS_MAGIC or set(os.listdir(path)) - {"cgroup.procs"}:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(path, "cgroup.procs"))
+        os.rmdir(path)
+    except OSError:
+        return
+
+
+def _fs_type(path: str) -> int:
+    import ctypes
+
+    buf = ctypes.create_string_buffer(256)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.statfs(path.encode(), buf) != 0:
+        raise OSError(ctypes.get_errno(), path)
+    return int.from_bytes(buf.raw[:8], "little", signed=True)
 
 
 def _last_error(log_text: str) -> bool:
