@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import _leaks
 from conftest import require_binary, require_isolated, require_root
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.base import ExecResult
@@ -147,6 +148,7 @@ class Env:
         self.tmp = tmp
         self.rootfs = rootfs
         self.runc = Runc(binary=binary, root=tmp / "rt")
+        _leaks.register_runtime_root(tmp / "rt")
         self.state_dir = tmp / "cm"
         self.conmon = Conmon(self.runc, state_dir=self.state_dir)
         self.ids: list[str] = []
