@@ -184,9 +184,12 @@ def test_cgroup_permissions(host: FakeHost) -> None:
     spec = apply(oci.Spec(linux=oci.Linux(resources=oci.LinuxResources(devices=[
         oci.LinuxDeviceCgroup(allow=False, access="rwm")]))), edits, host)
     rules = spec.linux.resources.devices  # type: ignore[union-attr]
-    assert [(r.allow, r.access) for r in rules] == [(False, "rwm"), (True, "r"), (True, None),
-                                                    (True, "rwm")]
-    assert "access" not in spec.to_dict()["linux"]["resources"]["devices"][2]
+    # "none": the node is created but no allow rule is added (Go adds one with an empty
+    # access string, which grants nothing and which runc 1.1 rejects)
+    assert [(r.allow, r.access, r.minor) for r in rules] == [
+        (False, "rwm", None), (True, "r", 3), (True, "rwm", 0)]
+    assert [d.path for d in spec.linux.devices or []] == [  # type: ignore[union-attr]
+        "/dev/null", "/dev/zero", "/dev/sda"]
 
 
 def test_uid_gid_default_from_process_user(host: FakeHost) -> None:

@@ -251,8 +251,11 @@ def _apply_device_nodes(w: _Work, nodes: Iterable[DeviceNode], stat: StatFunc) -
                 break
         devices.append(dev)
         if dev.type in ("b", "c"):
-            perms = node.permissions or "rwm"
-            access = None if perms == NO_PERMISSIONS else perms
+            access = node.permissions or "rwm"
+            if access == NO_PERMISSIONS:
+                # Go appends an allow rule with an empty access string, which grants nothing
+                # and which runc (1.1) rejects ("device access ... cannot be empty"): add none.
+                continue
             if rules is None:
                 res = w.own_resources()
                 rules = list(res.devices or ())
