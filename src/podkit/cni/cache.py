@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import fcntl
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +25,14 @@ from podkit.cni._wire import go_dumps, loads_object
 from podkit.cni.types import ERR_DECODING_FAILURE, AnyResult, CNIError, parse_result
 from podkit.errors import InvalidArgumentError
 
-__all__ = ["CACHE_KIND", "CacheError", "CachedAttachment", "ResultCache", "encode_entry"]
+__all__ = [
+    "CACHE_KIND",
+    "AttachmentLock",
+    "CacheError",
+    "CachedAttachment",
+    "ResultCache",
+    "encode_entry",
+]
 
 #: ``kind`` of a cache document (libcni ``CNICacheV1``).
 CACHE_KIND = "cniCacheV1"
@@ -123,6 +131,18 @@ def _decode_entry(data: bytes, path: str) -> CachedAttachment | None:
         return None
 
 
+class AttachmentLock:
+    """Handle of a held attachment lock (see ``ResultCache.lock``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.discarded = False
+
+    def discard(self) -> None:
+        """Remove the lock file when the lock is released."""
+        self.discarded = True
+
+
 class ResultCache:
     """The result cache under ``cache_dir`` (libcni default ``/var/lib/cni``)."""
 
@@ -143,13 +163,37 @@ class ResultCache:
         return _files.safe_join(self.results_dir, f"{network}-{container_id}-{ifname}")
 
     @contextlib.contextmanager
-    def lock(self, network: str, container_id: str, ifname: str) -> Iterator[None]:
-        """Hold the attachment's cross-process lock for the ``with`` block."""
+    def lock(self, network: str, container_id: str, ifname: str) -> Iterator[AttachmentLock]:
+        """Hold the attachment's cross-process lock for the ``with`` block.
+
+        Call ``discard()`` on the yielded handle to remove the lock file on release (after a
+        DEL); waiters notice the unlinked file and retry on a fresh one.
+        """
         name = self.path(network, container_id, ifname).name
         locks = self.cache_dir / "locks"
         locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with _files.file_lock(locks / f"{name}.lock"):
-            yield
+        path = locks / f"{name}.lock"
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                st = os.stat(path)
+                if st.st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # the file was discarded while we waited: lock the new one
+        handle = AttachmentLock(str(path))
+        try:
+            yield handle
+        finally:
+            if handle.discarded:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            os.close(fd)
 
     def write(self, network: str, container_id: str, ifname: str, *, config: bytes,
               netns: str = "", cni_args: Sequence[tuple[str, str]] = (),

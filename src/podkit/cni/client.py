@@ -276,33 +276,42 @@ class CNI:
         if not conf.plugins:
             raise ConfigError(f'network "{conf.name}" has no plugins', conf.source)
         tmo = self._timeout(timeout)
-        with self.cache.lock(conf.name, rt.container_id, rt.ifname):
-            paths = [self._find(p, ctx) for p in conf.plugins]
-            if self.preflight:
-                self._preflight(conf, paths, tmo, ctx)
-            env = self._env("ADD", rt)
-            prev: AnyResult | None = None
-            for k, (plugin, path) in enumerate(zip(conf.plugins, paths, strict=True)):
-                stdin = build_request(plugin, conf.name, conf.cni_version, prev,
-                                      rt.capability_args)
-                try:
-                    out = self._run(plugin, path, stdin, env, tmo, ctx)
-                    prev = parse_result(out, conf.cni_version)
-                except CNIError as e:
-                    err = e.with_context(plugin=plugin.type, **ctx)
-                    rollback = self._rollback(conf, rt, paths, k, prev, tmo)
-                    raise err.with_context(rollback_errors=tuple(rollback)) from None
-            assert prev is not None
+        with self.cache.lock(conf.name, rt.container_id, rt.ifname) as lock:
             try:
-                self.cache.write(conf.name, rt.container_id, rt.ifname, config=conf.raw,
-                                 netns=rt.netns, cni_args=rt.args,
-                                 capability_args=rt.capability_args, result=prev)
-            except (OSError, CNIError) as e:
-                rollback = self._rollback(conf, rt, paths, len(paths) - 1, prev, tmo)
-                raise CNIError(ERR_UNKNOWN, f'failed to set network "{conf.name}" cached '
-                                            f"result: {e}", rollback_errors=tuple(rollback),
-                               **ctx) from None
-            return prev
+                return self._add_locked(conf, rt, tmo, ctx)
+            except BaseException:
+                if not self.cache.path(conf.name, rt.container_id, rt.ifname).exists():
+                    lock.discard()  # nothing is left of this attachment
+                raise
+
+    def _add_locked(self, conf: NetworkConfigList, rt: RuntimeConf, tmo: float | None,
+                    ctx: dict[str, Any]) -> AnyResult:
+        paths = [self._find(p, ctx) for p in conf.plugins]
+        if self.preflight:
+            self._preflight(conf, paths, tmo, ctx)
+        env = self._env("ADD", rt)
+        prev: AnyResult | None = None
+        for k, (plugin, path) in enumerate(zip(conf.plugins, paths, strict=True)):
+            stdin = build_request(plugin, conf.name, conf.cni_version, prev,
+                                  rt.capability_args)
+            try:
+                out = self._run(plugin, path, stdin, env, tmo, ctx)
+                prev = parse_result(out, conf.cni_version)
+            except CNIError as e:
+                err = e.with_context(plugin=plugin.type, **ctx)
+                rollback = self._rollback(conf, rt, paths, k, prev, tmo)
+                raise err.with_context(rollback_errors=tuple(rollback)) from None
+        assert prev is not None
+        try:
+            self.cache.write(conf.name, rt.container_id, rt.ifname, config=conf.raw,
+                             netns=rt.netns, cni_args=rt.args,
+                             capability_args=rt.capability_args, result=prev)
+        except (OSError, CNIError) as e:
+            rollback = self._rollback(conf, rt, paths, len(paths) - 1, prev, tmo)
+            raise CNIError(ERR_UNKNOWN, f'failed to set network "{conf.name}" cached '
+                                        f"result: {e}", rollback_errors=tuple(rollback),
+                           **ctx) from None
+        return prev
 
     def _rollback(self, conf: NetworkConfigList, rt: RuntimeConf, paths: Sequence[str],
                   k: int, prev: AnyResult | None, timeout: float | None) -> list[CNIError]:
@@ -337,7 +346,7 @@ class CNI:
         if conf.disable_check:
             return
         tmo = self._timeout(timeout)
-        with self.cache.lock(conf.name, rt.container_id, rt.ifname):
+        with self.cache.lock(conf.name, rt.container_id, rt.ifname) as lock:
             try:
                 prev = self.cache.read_result(conf.name, rt.container_id, rt.ifname,
                                               conf.cni_version)
@@ -345,6 +354,7 @@ class CNI:
                 raise CNIError(e.code, f'failed to get network "{conf.name}" cached result: '
                                        f"{e.msg}", **ctx) from None
             if prev is None:
+                lock.discard()
                 raise CNIError(ERR_UNKNOWN_CONTAINER, "no cached result for this attachment "
                                "(CHECK needs a successful ADD first)", **ctx)
             env = self._env("CHECK", rt)
@@ -363,7 +373,7 @@ class CNI:
         """
         ctx = self._ctx(conf, "DEL", rt)
         tmo = self._timeout(timeout)
-        with self.cache.lock(conf.name, rt.container_id, rt.ifname):
+        with self.cache.lock(conf.name, rt.container_id, rt.ifname) as lock:
             prev: AnyResult | None = None
             if version_at_least(conf.cni_version, "0.4.0"):
                 try:
@@ -381,6 +391,7 @@ class CNI:
                                       rt.capability_args)
                 self._run(plugin, path, stdin, env, tmo, ctx)
             self.cache.remove(conf.name, rt.container_id, rt.ifname)
+            lock.discard()
 
     def status(self, conf: NetworkConfigList, *, timeout: float | None = None) -> None:
         """Run STATUS on every plugin (1.1.0 lists; older lists: success without exec).

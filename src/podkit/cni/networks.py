@@ -17,7 +17,7 @@ import attrs
 
 from podkit.cni.client import CNI, RuntimeConf
 from podkit.cni.config import NetworkConfigList
-from podkit.cni.types import DNS, AnyResult, CNIError, Route
+from podkit.cni.types import DNS, AnyResult, CNIError, Route, version_at_least
 from podkit.errors import InvalidArgumentError, PodkitError
 
 __all__ = [
@@ -200,9 +200,14 @@ class Networks:
     def check(self, container_id: str, netns_path: str, *,
               args: Sequence[tuple[str, str]] = (),
               capability_args: Mapping[str, Any] | None = None) -> None:
-        """CHECK every network in order; the first error is raised."""
+        """CHECK every network in order; the first error is raised.
+
+        Networks whose version predates CHECK (< 0.4.0, e.g. the loopback network) are skipped.
+        """
         caps = capability_args or {}
         for att in self.attachments:
+            if not version_at_least(att.config.cni_version, "0.4.0"):
+                continue
             self.client.check(att.config, self._rt(att, container_id, netns_path, args, caps))
 
     def status(self) -> None:
