@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _leaks
 import pytest
 
 from conftest import require_binary, require_isolated
@@ -59,6 +60,7 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runc]:
     require_isolated()
     require_binary(request.param)
     rt = Runc(request.param, root=tmp_path / "state", timeout=30)
+    _leaks.register_runtime_root(tmp_path / "state")
     yield rt
     leftovers = [c.id for c in rt.list()]
     for cid in leftovers:

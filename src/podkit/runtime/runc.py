@@ -952,6 +952,8 @@ class Runc:
     def delete(self, id: str, force: bool = False) -> None:
         """Delete a container; ``force`` kills it first and ignores a missing one."""
         _files.validate_id(id, "container ID")
+        if id not in self._cgroups and os.path.isdir(_UNIFIED):
+            self._remember_cgroups_path(id)
         try:
             self._run(["delete", "--force", id] if force else ["delete", id])
         except NotFoundError:
@@ -959,6 +961,13 @@ class Runc:
                 raise
         self._drop_init_if_done(id)
         _remove_stray_unified_dir(self._cgroups.pop(id, None))
+
+    def _remember_cgroups_path(self, id: str) -> None:
+        """For a container another process created: its cgroupsPath from the bundle."""
+        with contextlib.suppress(OCIRuntimeError, OSError, oci.SpecError, ValueError):
+            path = _cgroups_path(Bundle.load(self.state(id).bundle))
+            if path:
+                self._cgroups[id] = path
 
     def _drop_init_if_done(self, id: str) -> None:
         sub = self._inits.get(id)

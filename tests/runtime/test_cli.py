@@ -1,0 +1,79 @@
+"""``podkit run`` / ``podkit ps`` with real runc and crun."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import _leaks
+import pytest
+
+from conftest import require_binary, require_isolated
+from podkit.cli import main
+from podkit.oci.defaults import runc_spec
+from podkit.runtime import Runc
+
+
+def write_config(tmp_path: Path, cid: str, *args: str, terminal: bool = False) -> Path:
+    spec = runc_spec()
+    assert spec.process is not None and spec.linux is not None
+    spec.process.args = list(args)
+    spec.process.terminal = terminal
+    spec.linux.cgroups_path = f"/{cid}"
+    path = tmp_path / "config.json"
+    spec.dump(path)
+    return path
+
+
+def test_run_bad_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(tmp_path / "missing"), "--root", str(tmp_path)]) == 1
+    assert "no such bundle directory or config file" in capsys.readouterr().err
+    assert main(["run", str(tmp_path), "--root", str(tmp_path)]) == 1
+    assert "no config.json" in capsys.readouterr().err
+
+
+def test_run_refuses_terminal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = write_config(tmp_path, "pk-rt-cli-tty", "sh", terminal=True)
+    assert main(["run", str(cfg), "--rootfs", str(tmp_path), "--root", str(tmp_path)]) == 1
+    assert "--no-tty" in capsys.readouterr().err
+
+
+def test_ps_empty_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ps", "--root", str(tmp_path / "none"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("rt", ["runc", "crun"])
+def test_run_and_ps(
+    rt: str, tmp_path: Path, busybox_rootfs: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    require_isolated()
+    require_binary(rt)
+    root = tmp_path / "state"
+    _leaks.register_runtime_root(root)
+    cid = f"pk-rt-cli-{uuid.uuid4().hex[:8]}"
+    cfg = write_config(tmp_path, cid, "sh", "-c", "echo hello-from-cli; exit 3")
+    rc = main(["run", str(cfg), "--rootfs", str(busybox_rootfs), "--runtime", rt,
+               "--root", str(root), "--id", cid])
+    assert rc == 3
+    assert "hello-from-cli" in capfd.readouterr().out
+    cfg = write_config(tmp_path, cid, "sleep", "1000")
+    info: dict[str, str] = {}
+    try:
+        assert main(["run", str(cfg), "--rootfs", str(busybox_rootfs), "--runtime", rt,
+                     "--root", str(root), "--id", cid, "-d"]) == 0
+        info = json.loads(capfd.readouterr().out)
+        assert info["id"] == cid and info["pid"] > 0
+        assert main(["ps", "--runtime", rt, "--root", str(root)]) == 0
+        out = capfd.readouterr().out
+        assert out.splitlines()[0].split() == ["ID", "PID", "STATUS", "CREATED", "BUNDLE"]
+        assert cid in out and "running" in out
+    finally:
+        Runc(rt, root=root).delete(cid, force=True)
+        import shutil
+
+        if info:
+            shutil.rmtree(info["bundle"], ignore_errors=True)
+    assert Runc(rt, root=root).list() == []
