@@ -6,9 +6,9 @@ import json
 import uuid
 from pathlib import Path
 
-import _leaks
 import pytest
 
+import _leaks
 from conftest import require_binary, require_isolated
 from podkit.cli import main
 from podkit.oci.defaults import runc_spec

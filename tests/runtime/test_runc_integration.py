@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import _leaks
 import pytest
 
+import _leaks
 from conftest import require_binary, require_isolated
 from podkit import oci
 from podkit.errors import InvalidArgumentError
