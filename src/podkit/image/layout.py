@@ -227,22 +227,25 @@ def _import_descriptor(store: ImageStore, src: _Source, desc: Descriptor, name: 
 
 
 def _entry_name(desc: Descriptor, ref: Reference | None, single: bool, where: str) -> Reference:
+    """The name of a layout entry: an explicit ``ref`` (with tag) for a single image, else the
+    entry's annotations, a tag-only annotation completed by ``ref``'s repository."""
     ann = desc.annotations or {}
+    if ref is not None and single and (ref.tag or ref.digest):
+        return ref
     full = ann.get(ANNOTATION_CONTAINERD_NAME)
     if full:
         return parse_reference(full)
     tagged = ann.get(ANNOTATION_REF_NAME)
+    if tagged and ("/" in tagged or ":" in tagged):
+        return parse_reference(tagged)
     if tagged:
-        if ref is not None and "/" not in tagged and ":" not in tagged:
-            return ref.with_tag(tagged)
-        if "/" in tagged or ":" in tagged:
-            return parse_reference(tagged)
         if ref is None:
             raise ReferenceError(
                 f"{where}: entry {desc.digest} is named only by tag {tagged!r}: pass a reference"
             )
+        return ref.with_tag(tagged)
     if ref is not None and single:
-        return ref
+        return ref.with_tag("latest")
     raise ReferenceError(f"{where}: entry {desc.digest} has no name: pass a reference")
 
 
@@ -292,7 +295,7 @@ def _import_docker(store: ImageStore, src: _Source, ref: Reference | None,
         tags = entry.get("RepoTags") or []
         names = [parse_reference(t) for t in tags if isinstance(t, str)]
         if ref is not None:
-            names = [ref]
+            names = [ref if ref.tag or ref.digest else ref.with_tag("latest")]
         if not names:
             raise ReferenceError(f"{where}: image has no RepoTags: pass a reference")
         with src.open(entry["Config"]) as f:
@@ -329,13 +332,13 @@ def import_image(store: ImageStore, path: str | os.PathLike[str], ref: str | Non
                  progress: ProgressCallback | None = None) -> list[Image]:
     """Import every image of a layout directory, OCI archive or ``docker save`` archive.
 
-    ``ref`` names the image when the source does not (or renames a single image; with a
-    layout whose entries carry only a tag, ``ref`` gives the repository). Returns the recorded
+    ``ref`` names a single image (``name:tag``); without a tag it gives the repository for
+    entries annotated with only a tag (``org.opencontainers.image.ref.name``). Returns the recorded
     images. Raises ``ImageError`` subclasses naming the archive, reference and digest.
     """
     src_path = Path(path)
     want = platform or host_platform()
-    base = parse_reference(ref) if ref is not None else None
+    base = parse_reference(ref, default_tag=False) if ref is not None else None
     if not src_path.exists():
         raise ImageError(f"cannot import {src_path}: no such file or directory")
     with store.hold():

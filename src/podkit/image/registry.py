@@ -354,6 +354,8 @@ class Registry:
                         progress(Progress(desc.digest, "copying", writer.offset, desc.size))
             except (http.client.IncompleteRead, *_NETWORK_ERRORS) as e:
                 raise _Interrupted(str(e) or type(e).__name__) from None
+            if writer.offset < desc.size:  # http.client reports an early close as EOF
+                raise _Interrupted(f"connection closed after {writer.offset} bytes")
 
     def pull(self, store: ImageStore, ref: Reference | str, *, platform: Platform | None = None,
              progress: ProgressCallback | None = None) -> Image:
