@@ -164,6 +164,8 @@ def cgroups(root: str, prefixes: tuple[str, ...], depth: int = 4) -> set[str]:
         if top.name.startswith(prefixes):  # cgroup v2 mounted at the root
             walk(top.path, 1)
             continue
+        if not os.path.exists(os.path.join(top.path, "cgroup.procs")):
+            continue  # not a hierarchy (e.g. the tmpfs scripts/isolated puts over `unified`)
         for child in _subdirs(top.path):
             if child.name.startswith(prefixes):
                 walk(child.path, 1)

@@ -8,7 +8,7 @@ for proto3 zero values: ``None`` for an unset message, ``()`` for an empty repea
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -86,10 +86,7 @@ def _frozen_map(value: Mapping[str, str] | None) -> dict[str, str]:
     return dict(value or {})
 
 
-_model = attrs.frozen(kw_only=True)
-
-
-@_model
+@attrs.frozen(kw_only=True)
 class IDMapping:
     """A user-namespace ID range: ``length`` IDs from ``container_id`` map to ``host_id``."""
 
@@ -98,16 +95,16 @@ class IDMapping:
     length: int
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class UserNamespace:
     """User namespace mode and mappings (POD mode needs exactly one mapping each)."""
 
     mode: NamespaceMode = NamespaceMode.NODE
-    uids: tuple[IDMapping, ...] = attrs.field(default=(), converter=tuple)
-    gids: tuple[IDMapping, ...] = attrs.field(default=(), converter=tuple)
+    uids: Sequence[IDMapping] = ()
+    gids: Sequence[IDMapping] = ()
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class NamespaceOption:
     """Namespace modes: network/ipc are POD or NODE; pid may also be CONTAINER or TARGET."""
 
@@ -118,7 +115,7 @@ class NamespaceOption:
     userns_options: UserNamespace | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SELinuxOption:
     """SELinux label parts."""
 
@@ -128,7 +125,7 @@ class SELinuxOption:
     level: str = ""
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SecurityProfile:
     """A seccomp or AppArmor profile choice."""
 
@@ -136,16 +133,16 @@ class SecurityProfile:
     localhost_ref: str = ""
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class DNSConfig:
     """DNS settings written to the sandbox's resolv.conf."""
 
-    servers: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    searches: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    options: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    servers: Sequence[str] = ()
+    searches: Sequence[str] = ()
+    options: Sequence[str] = ()
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class PortMapping:
     """A pod port published on the host (CNI ``portMappings`` capability)."""
 
@@ -155,7 +152,7 @@ class PortMapping:
     host_ip: str = ""
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class HugepageLimit:
     """Hugetlb limit for one page size (``"2MB"``)."""
 
@@ -163,7 +160,7 @@ class HugepageLimit:
     limit: int
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class LinuxContainerResources:
     """CRI cgroup resources; zero means unset, as in the CRI."""
 
@@ -174,7 +171,7 @@ class LinuxContainerResources:
     oom_score_adj: int = 0
     cpuset_cpus: str = ""
     cpuset_mems: str = ""
-    hugepage_limits: tuple[HugepageLimit, ...] = attrs.field(default=(), converter=tuple)
+    hugepage_limits: Sequence[HugepageLimit] = ()
     unified: dict[str, str] = attrs.field(factory=dict, converter=_frozen_map)
     memory_swap_limit_in_bytes: int = 0
 
@@ -182,7 +179,7 @@ class LinuxContainerResources:
 # --- sandbox ------------------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class PodSandboxMetadata:
     """Identity of a pod: its unique name is ``<name>_<namespace>_<uid>_<attempt>``."""
 
@@ -192,7 +189,7 @@ class PodSandboxMetadata:
     attempt: int = 0
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class LinuxSandboxSecurityContext:
     """Pod-wide Linux security settings."""
 
@@ -201,14 +198,14 @@ class LinuxSandboxSecurityContext:
     run_as_user: int | None = None
     run_as_group: int | None = None
     readonly_rootfs: bool = False
-    supplemental_groups: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    supplemental_groups: Sequence[int] = ()
     supplemental_groups_policy: SupplementalGroupsPolicy = SupplementalGroupsPolicy.MERGE
     privileged: bool = False
     seccomp: SecurityProfile | None = None
     apparmor: SecurityProfile | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class LinuxPodSandboxConfig:
     """Linux part of a pod config: cgroup parent, security, sysctls, resources."""
 
@@ -221,7 +218,7 @@ class LinuxPodSandboxConfig:
     resources: LinuxContainerResources | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class SandboxConfig:
     """What a pod needs (CRI ``PodSandboxConfig``)."""
 
@@ -229,7 +226,7 @@ class SandboxConfig:
     hostname: str = ""
     log_directory: str = ""
     dns_config: DNSConfig | None = None
-    port_mappings: tuple[PortMapping, ...] = attrs.field(default=(), converter=tuple)
+    port_mappings: Sequence[PortMapping] = ()
     labels: dict[str, str] = attrs.field(factory=dict, converter=_frozen_map)
     annotations: dict[str, str] = attrs.field(factory=dict, converter=_frozen_map)
     linux: LinuxPodSandboxConfig = attrs.field(factory=LinuxPodSandboxConfig)
@@ -238,7 +235,7 @@ class SandboxConfig:
 # --- container ----------------------------------------------------------------------------
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ContainerMetadata:
     """Identity of a container inside its pod."""
 
@@ -246,7 +243,7 @@ class ContainerMetadata:
     attempt: int = 0
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class KeyValue:
     """An environment variable."""
 
@@ -254,7 +251,7 @@ class KeyValue:
     value: str
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Mount:
     """A host path mounted into a container (CRI ``Mount``)."""
 
@@ -263,12 +260,12 @@ class Mount:
     readonly: bool = False
     selinux_relabel: bool = False
     propagation: MountPropagation = MountPropagation.PROPAGATION_PRIVATE
-    uid_mappings: tuple[IDMapping, ...] = attrs.field(default=(), converter=tuple)
-    gid_mappings: tuple[IDMapping, ...] = attrs.field(default=(), converter=tuple)
+    uid_mappings: Sequence[IDMapping] = ()
+    gid_mappings: Sequence[IDMapping] = ()
     recursive_read_only: bool = False
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Device:
     """A host device exposed to a container with cgroup ``permissions`` (``rwm``)."""
 
@@ -277,16 +274,16 @@ class Device:
     permissions: str = "rwm"
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class Capability:
     """Capability changes; names without ``CAP_``; ``ALL`` adds or drops every capability."""
 
-    add_capabilities: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    drop_capabilities: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    add_ambient_capabilities: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    add_capabilities: Sequence[str] = ()
+    drop_capabilities: Sequence[str] = ()
+    add_ambient_capabilities: Sequence[str] = ()
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class LinuxContainerSecurityContext:
     """Container Linux security settings."""
 
@@ -298,16 +295,16 @@ class LinuxContainerSecurityContext:
     run_as_group: int | None = None
     run_as_username: str = ""
     readonly_rootfs: bool = False
-    supplemental_groups: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    supplemental_groups: Sequence[int] = ()
     supplemental_groups_policy: SupplementalGroupsPolicy = SupplementalGroupsPolicy.MERGE
     no_new_privs: bool = False
-    masked_paths: tuple[str, ...] | None = None
-    readonly_paths: tuple[str, ...] | None = None
+    masked_paths: Sequence[str] | None = None
+    readonly_paths: Sequence[str] | None = None
     seccomp: SecurityProfile | None = None
     apparmor: SecurityProfile | None = None
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class LinuxContainerConfig:
     """Linux part of a container config."""
 
@@ -317,18 +314,18 @@ class LinuxContainerConfig:
     )
 
 
-@_model
+@attrs.frozen(kw_only=True)
 class ContainerConfig:
     """What a container needs (CRI ``ContainerConfig``); ``image``: rootfs dir or reference."""
 
     metadata: ContainerMetadata
     image: str
-    command: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    command: Sequence[str] = ()
+    args: Sequence[str] = ()
     working_dir: str = ""
-    envs: tuple[KeyValue, ...] = attrs.field(default=(), converter=tuple)
-    mounts: tuple[Mount, ...] = attrs.field(default=(), converter=tuple)
-    devices: tuple[Device, ...] = attrs.field(default=(), converter=tuple)
+    envs: Sequence[KeyValue] = ()
+    mounts: Sequence[Mount] = ()
+    devices: Sequence[Device] = ()
     labels: dict[str, str] = attrs.field(factory=dict, converter=_frozen_map)
     annotations: dict[str, str] = attrs.field(factory=dict, converter=_frozen_map)
     log_path: str = ""
@@ -336,5 +333,5 @@ class ContainerConfig:
     stdin_once: bool = False
     tty: bool = False
     linux: LinuxContainerConfig = attrs.field(factory=LinuxContainerConfig)
-    cdi_devices: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    cdi_devices: Sequence[str] = ()
     stop_signal: int = 0

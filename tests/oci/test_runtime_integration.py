@@ -104,10 +104,17 @@ def _report(stdout: str) -> dict[str, str]:
 
 
 def _cgroup_dirs(name: str) -> list[Path]:
-    """The cgroup ``name`` in every mounted hierarchy (cgroup v1 controllers, or v2)."""
+    """The cgroup ``name`` in every mounted hierarchy (cgroup v1 controllers, or v2).
+
+    A hierarchy root has ``cgroup.procs``; the tmpfs scripts/isolated puts over ``unified``
+    (where crun leaves directories that vanish with the namespace) does not count.
+    """
     root = Path("/sys/fs/cgroup")
     candidates = [root / name, *root.glob(f"*/{name}")]
-    return [p for p in candidates if p.is_dir() and os.path.ismount(p.parent)]
+    return [
+        p for p in candidates
+        if p.is_dir() and os.path.ismount(p.parent) and (p.parent / "cgroup.procs").exists()
+    ]
 
 
 def test_default_spec_with_options_runs(runtime: Runtime, rootfs: Path, tmp_path: Path) -> None:

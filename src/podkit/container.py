@@ -1,0 +1,470 @@
+"""Containers in a pod: the CRI-shaped ``ContainerConfig`` and ``build_container_spec`` (pure).
+
+``build_container_spec`` follows containerd's CRI plugin (``buildLinuxSpec`` and
+``containerSpecOpts``) as a list of ``oci`` spec options, applied in containerd's order,
+with CDI injection last.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import attrs
+
+from podkit import _cri_rules, oci
+from podkit._config import (
+    Capability,
+    ContainerConfig,
+    ContainerMetadata,
+    Device,
+    IDMapping,
+    KeyValue,
+    LinuxContainerConfig,
+    LinuxContainerResources,
+    LinuxContainerSecurityContext,
+    Mount,
+    MountPropagation,
+    NamespaceMode,
+    ProfileType,
+    SandboxConfig,
+)
+from podkit.cdi.annotations import devices_from_request
+from podkit.errors import InvalidArgumentError
+from podkit.sandbox import SandboxFiles, selinux_label
+
+__all__ = [
+    "Capability",
+    "ContainerConfig",
+    "ContainerConfigError",
+    "ContainerMetadata",
+    "Device",
+    "DeviceInjector",
+    "ImageDefaults",
+    "KeyValue",
+    "LinuxContainerConfig",
+    "LinuxContainerResources",
+    "LinuxContainerSecurityContext",
+    "Mount",
+    "MountPropagation",
+    "PodContext",
+    "build_container_spec",
+    "validate_container_config",
+]
+
+_CGROUP_MOUNT = oci.Mount(
+    destination="/sys/fs/cgroup",
+    type="cgroup",
+    source="cgroup",
+    options=["nosuid", "noexec", "nodev", "relatime", "ro"],
+)
+
+
+class ContainerConfigError(InvalidArgumentError):
+    """A container config that cannot be built; the message names the config field."""
+
+
+class DeviceInjector(Protocol):
+    """What the builder needs from a CDI cache (``podkit.cdi.Cache`` satisfies it)."""
+
+    def inject_devices(self, spec: oci.Spec, names: Sequence[str]) -> object:
+        """Apply the named CDI devices to ``spec`` (all or nothing)."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class ImageDefaults:
+    """What an image contributes to a container spec (Docker/OCI image config fields)."""
+
+    env: tuple[str, ...] = ()
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    working_dir: str = ""
+    user: str = ""
+    name: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class PodContext:
+    """What a container needs to know about its pod.
+
+    ``namespace_paths`` maps ``network``/``ipc``/``uts``/``pid``/``user`` to namespace files:
+    ``/proc/<pause pid>/ns/<type>`` for a pod with a pause container, or pinned bind mounts.
+    """
+
+    id: str
+    config: SandboxConfig
+    files: SandboxFiles
+    namespace_paths: Mapping[str, str]
+    hostname: str = ""
+
+
+def validate_container_config(config: ContainerConfig, pod: PodContext) -> None:
+    """Refuse configs containerd refuses, before anything is created."""
+    if not config.metadata.name:
+        raise ContainerConfigError("metadata.name: must not be empty")
+    if "_" in config.metadata.name or "/" in config.metadata.name:
+        raise ContainerConfigError(
+            f"metadata.name {config.metadata.name!r}: must not contain '_' or '/'"
+        )
+    sc = config.linux.security_context
+    if sc.privileged and not pod.config.linux.security_context.privileged:
+        raise ContainerConfigError(
+            "linux.security_context.privileged: no privileged container allowed in sandbox"
+        )
+    ns = sc.namespace_options
+    if ns.pid == NamespaceMode.TARGET and not ns.target_id:
+        raise ContainerConfigError(
+            "linux.security_context.namespace_options.target_id: required for pid TARGET"
+        )
+    for i, m in enumerate(config.mounts):
+        for field in ("container_path", "host_path"):
+            value = getattr(m, field)
+            if not posixpath.isabs(value):
+                raise ContainerConfigError(f"mounts[{i}].{field} {value!r}: must be absolute")
+        if m.recursive_read_only and not m.readonly:
+            raise ContainerConfigError(
+                f"mounts[{i}]: recursive_read_only needs readonly to be set"
+            )
+        if m.recursive_read_only and m.propagation != MountPropagation.PROPAGATION_PRIVATE:
+            raise ContainerConfigError(
+                f"mounts[{i}]: recursive_read_only needs PROPAGATION_PRIVATE"
+            )
+    for i, d in enumerate(config.devices):
+        if not posixpath.isabs(d.container_path) or not posixpath.isabs(d.host_path):
+            raise ContainerConfigError(f"devices[{i}]: paths must be absolute: {d!r}")
+        if not d.permissions or set(d.permissions) - set("rwm"):
+            raise ContainerConfigError(
+                f"devices[{i}].permissions {d.permissions!r}: must be a subset of 'rwm'"
+            )
+
+
+def _process_args(config: ContainerConfig, image: ImageDefaults) -> list[str]:
+    """Docker semantics: command replaces entrypoint (and drops cmd); args replace cmd."""
+    if config.command:
+        args = [*config.command, *config.args]
+    elif config.args:
+        args = [*image.entrypoint, *config.args]
+    else:
+        args = [*image.entrypoint, *image.cmd]
+    if not args:
+        raise ContainerConfigError("command: no command specified")
+    return args
+
+
+def _mount_options(m: Mount, i: int) -> tuple[list[str], str | None]:
+    """Bind options and the rootfs propagation a CRI mount needs."""
+    options = ["rbind"]
+    propagation = None
+    if m.propagation == MountPropagation.PROPAGATION_BIDIRECTIONAL:
+        options.append("rshared")
+        propagation = "rshared"
+    elif m.propagation == MountPropagation.PROPAGATION_HOST_TO_CONTAINER:
+        options.append("rslave")
+        propagation = "rslave"
+    else:
+        options.append("rprivate")
+    if m.recursive_read_only:
+        options.append("rro")
+    else:
+        options.append("ro" if m.readonly else "rw")
+    return options, propagation
+
+
+def _with_cri_mounts(
+    config: ContainerConfig, pod: PodContext, host_ipc: bool, readonly: bool
+) -> oci.SpecOpt:
+    """CRI mounts plus /etc/hostname, /etc/hosts, /etc/resolv.conf, /dev/shm, sorted by depth."""
+
+    def opt(spec: oci.Spec) -> None:
+        cri: list[oci.Mount] = []
+        strongest = {"rshared": 2, "rslave": 1}
+        propagation: str | None = None
+        for i, m in enumerate(config.mounts):
+            options, prop = _mount_options(m, i)
+            mount = oci.Mount(
+                destination=m.container_path, type="bind", source=m.host_path, options=options
+            )
+            if m.uid_mappings or m.gid_mappings:
+                mount.uid_mappings = [_id_mapping(x) for x in m.uid_mappings]
+                mount.gid_mappings = [_id_mapping(x) for x in m.gid_mappings]
+            cri.append(mount)
+            if prop and strongest[prop] > strongest.get(propagation or "", 0):
+                propagation = prop
+        taken = {posixpath.normpath(m.destination) for m in cri}
+        ro_opt = "ro" if readonly else "rw"
+        extra: list[oci.Mount] = []
+        for dest, source in (
+            ("/etc/hostname", pod.files.hostname),
+            ("/etc/hosts", pod.files.hosts),
+            ("/etc/resolv.conf", pod.files.resolv_conf),
+        ):
+            if dest not in taken:
+                extra.append(
+                    oci.Mount(destination=dest, type="bind", source=source,
+                              options=["rbind", "rprivate", ro_opt])
+                )
+        if "/dev/shm" not in taken:
+            extra.append(
+                oci.Mount(destination="/dev/shm", type="bind",
+                          source="/dev/shm" if host_ipc else pod.files.shm,
+                          options=["rbind", "rprivate", "rw"])
+            )
+        user_mounts = sorted(
+            [*cri, *extra], key=lambda m: posixpath.normpath(m.destination).count("/")
+        )
+        overridden = {posixpath.normpath(m.destination) for m in user_mounts}
+        dev_given = "/dev" in overridden
+        defaults = [
+            m for m in spec.mounts or []
+            if posixpath.normpath(m.destination) not in overridden
+            and not (dev_given and m.destination.startswith("/dev/"))
+        ]
+        spec.mounts = [*defaults, *user_mounts]
+        if "/sys/fs/cgroup" not in overridden:
+            spec.mounts.append(oci.Mount(
+                destination=_CGROUP_MOUNT.destination, type=_CGROUP_MOUNT.type,
+                source=_CGROUP_MOUNT.source, options=list(_CGROUP_MOUNT.options or []),
+            ))
+        if propagation is not None:
+            if spec.linux is None:
+                spec.linux = oci.Linux()
+            spec.linux.rootfs_propagation = propagation
+
+    return opt
+
+
+def _id_mapping(m: IDMapping) -> oci.LinuxIDMapping:
+    return oci.LinuxIDMapping(container_id=m.container_id, host_id=m.host_id, size=m.length)
+
+
+def _with_cri_capabilities(
+    cap: Capability | None, *, privileged: bool
+) -> oci.SpecOpt:
+    def opt(spec: oci.Spec) -> None:
+        if privileged or cap is None:
+            return
+        caps = spec.process.capabilities if spec.process else None
+        base = list((caps.bounding if caps else None) or [])
+        resolved = _cri_rules.resolve_capabilities(
+            base, cap.add_capabilities, cap.drop_capabilities, oci.KNOWN_CAPABILITIES
+        )
+        oci.with_capabilities(resolved)(spec)
+        if cap.add_ambient_capabilities:
+            ambient = _cri_rules.resolve_capabilities(
+                [], cap.add_ambient_capabilities, [], oci.KNOWN_CAPABILITIES
+            )
+            oci.with_ambient_capabilities(ambient)(spec)
+
+    return opt
+
+
+def _without_ambient_caps(spec: oci.Spec) -> None:
+    if spec.process is not None and spec.process.capabilities is not None:
+        spec.process.capabilities.ambient = None
+
+
+def _without_default_security_settings(spec: oci.Spec) -> None:
+    if spec.process is not None:
+        spec.process.apparmor_profile = None
+        spec.process.rlimits = None
+    if spec.linux is not None:
+        spec.linux.seccomp = None
+
+
+def _with_resources(res: LinuxContainerResources) -> list[oci.SpecOpt]:
+    opts: list[oci.SpecOpt] = []
+    if res.cpu_period or res.cpu_quota:
+        opts.append(oci.with_cpu_cfs(res.cpu_quota, res.cpu_period))
+    if res.cpu_shares:
+        opts.append(oci.with_cpu_shares(res.cpu_shares))
+    if res.cpuset_cpus:
+        opts.append(oci.with_cpus(res.cpuset_cpus))
+    if res.cpuset_mems:
+        opts.append(oci.with_cpus_mems(res.cpuset_mems))
+    if res.memory_limit_in_bytes:
+        opts.append(oci.with_memory_limit(res.memory_limit_in_bytes))
+    if res.memory_swap_limit_in_bytes:
+        opts.append(oci.with_memory_swap(res.memory_swap_limit_in_bytes))
+    if res.hugepage_limits:
+        opts.append(
+            oci.with_hugepage_limits({h.page_size: h.limit for h in res.hugepage_limits})
+        )
+    if res.unified:
+        opts.append(oci.with_unified(res.unified))
+    return opts
+
+
+def build_container_spec(
+    config: ContainerConfig,
+    pod: PodContext,
+    *,
+    id: str,
+    rootfs: str,
+    image: ImageDefaults | None = None,
+    target_pid_namespace: str | None = None,
+    oom_score_floor: int | None = None,
+    cdi: DeviceInjector | None = None,
+    container_annotations: Sequence[str] = (),
+    pod_annotations: Sequence[str] = (),
+    cgroup_namespace: str = "podkit",
+) -> oci.Spec:
+    """The OCI spec of an application container in ``pod`` (containerd's container spec).
+
+    ``rootfs`` is the container's root directory (absolute: user names are resolved in it);
+    ``target_pid_namespace`` is the pid namespace file of the TARGET container when
+    ``namespace_options.pid`` is TARGET; ``cdi`` resolves ``cdi_devices`` and ``cdi.k8s.io/``
+    annotations, applied last.
+    """
+    validate_container_config(config, pod)
+    img = image or ImageDefaults()
+    sc = config.linux.security_context
+    pod_sc = pod.config.linux.security_context
+    ns = sc.namespace_options
+    pod_ns = pod_sc.namespace_options
+    name = config.metadata.name
+    readonly = sc.readonly_rootfs
+
+    opts: list[oci.SpecOpt] = [
+        oci.without_run_mount(),
+        _without_default_security_settings,
+        oci.with_rootfs_path(rootfs),
+        oci.with_process_args(*_process_args(config, img)),
+        oci.with_default_path_env(),
+        oci.with_new_privileges(),
+    ]
+    cwd = config.working_dir or img.working_dir
+    if cwd:
+        opts.append(oci.with_process_cwd(cwd))
+    if config.tty:
+        opts.append(oci.with_tty())
+    hostname = pod.hostname or pod.config.hostname or _cri_rules.host_hostname()
+    opts.append(
+        oci.with_env(
+            _cri_rules.merge_env(
+                [f"HOSTNAME={hostname}"], img.env, [f"{kv.key}={kv.value}" for kv in config.envs]
+            )
+        )
+    )
+    opts.append(_with_cri_mounts(config, pod, pod_ns.ipc == NamespaceMode.NODE, readonly))
+    opts.append(oci.with_masked_paths(list(sc.masked_paths or ())))
+    opts.append(oci.with_readonly_paths(list(sc.readonly_paths or ())))
+    if sc.masked_paths is None:
+        opts.append(oci.with_masked_paths(list(oci.DEFAULT_MASKED_PATHS)))
+    if sc.readonly_paths is None:
+        opts.append(oci.with_readonly_paths(list(oci.DEFAULT_READONLY_PATHS)))
+    for d in config.devices:
+        opts.append(oci.with_devices(d.host_path, d.container_path, d.permissions))
+    opts.append(_with_cri_capabilities(sc.capabilities, privileged=sc.privileged))
+    if sc.privileged:
+        opts += [
+            oci.with_privileged(),
+            oci.with_devices("/dev", "/dev", "rwm"),
+            oci.with_all_devices_allowed(),
+        ]
+    opts.append(_without_ambient_caps)
+    if sc.capabilities is not None and sc.capabilities.add_ambient_capabilities:
+        opts.append(_with_cri_capabilities(
+            Capability(add_ambient_capabilities=sc.capabilities.add_ambient_capabilities),
+            privileged=False,
+        ))
+    label = selinux_label(sc.selinux_options or pod_sc.selinux_options)
+    if label and not sc.privileged:
+        opts.append(oci.with_selinux_label(label))
+    if sc.no_new_privs:
+        opts.append(oci.with_no_new_privileges())
+    if readonly:
+        opts.append(oci.with_rootfs_readonly())
+    if config.linux.resources is not None:
+        opts += _with_resources(config.linux.resources)
+        if config.linux.resources.oom_score_adj:
+            opts.append(oci.with_oom_score_adj(_cri_rules.clamp_oom_score_adj(
+                config.linux.resources.oom_score_adj, oom_score_floor
+            )))
+    if pod.config.linux.cgroup_parent:
+        opts.append(oci.with_cgroup(_cri_rules.cgroups_path(pod.config.linux.cgroup_parent, id)))
+    opts.append(oci.with_annotations({
+        **{k: v for k, v in pod.config.annotations.items() if _matches(k, pod_annotations)},
+        **{k: v for k, v in config.annotations.items() if _matches(k, container_annotations)},
+        **_cri_rules.container_annotations(pod.id, name, img.name or config.image, pod.config),
+    }))
+
+    # Namespaces: always join the pod's network, ipc and uts; pid per mode; user when POD.
+    paths = pod.namespace_paths
+    for t in ("network", "ipc", "uts"):
+        if t in paths:
+            opts.append(oci.with_linux_namespace(t, paths[t]))
+        else:
+            opts.append(oci.with_host_namespace(t))
+    if ns.pid == NamespaceMode.NODE or pod_ns.pid == NamespaceMode.NODE:
+        opts.append(oci.with_host_namespace("pid"))
+    elif ns.pid == NamespaceMode.POD:
+        if "pid" not in paths:
+            raise ContainerConfigError(
+                "linux.security_context.namespace_options.pid: POD needs the pod's pid namespace"
+            )
+        opts.append(oci.with_linux_namespace("pid", paths["pid"]))
+    elif ns.pid == NamespaceMode.TARGET:
+        if not target_pid_namespace:
+            raise ContainerConfigError(
+                f"namespace_options.target_id {ns.target_id!r}: target container is not running"
+            )
+        opts.append(oci.with_linux_namespace("pid", target_pid_namespace))
+    userns = pod_ns.userns_options
+    if userns is not None and userns.mode == NamespaceMode.POD:
+        opts.append(oci.with_user_namespace(
+            [(m.container_id, m.host_id, m.length) for m in userns.uids],
+            [(m.container_id, m.host_id, m.length) for m in userns.gids],
+        ))
+        if "user" in paths:
+            opts.append(oci.with_namespace_path("user", paths["user"]))
+    if sc.supplemental_groups:
+        opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
+
+    # platformSpecOpts: user, seccomp, then CDI last.
+    user = _user_string(sc) or img.user
+    if user:
+        opts.append(oci.with_user(user, rootfs=rootfs))
+    if sc.seccomp is not None and sc.seccomp.profile_type == ProfileType.LOCALHOST:
+        raise ContainerConfigError(
+            "linux.security_context.seccomp: Localhost profiles are not supported yet"
+        )
+    devices = devices_from_request(config.cdi_devices, config.annotations)
+    if devices:
+        if cdi is None:
+            raise ContainerConfigError(
+                f"CDI devices {devices} requested but no CDI cache is configured"
+            )
+        injector = cdi
+
+        def with_cdi_devices(spec: oci.Spec) -> None:
+            injector.inject_devices(spec, devices)
+
+        opts.append(with_cdi_devices)
+
+    opts.append(oci.with_minimum_oci_version())
+    return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
+
+
+def _matches(key: str, patterns: Sequence[str]) -> bool:
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(key, p) for p in patterns)
+
+
+def _user_string(sc: LinuxContainerSecurityContext) -> str:
+    """containerd's ``generateUserString``: username or uid, plus ``:gid`` when a group is set."""
+    if sc.run_as_username:
+        user = sc.run_as_username
+    elif sc.run_as_user is not None:
+        user = str(sc.run_as_user)
+    else:
+        if sc.run_as_group is not None:
+            raise ContainerConfigError(
+                "linux.security_context.run_as_group: needs run_as_user or run_as_username"
+            )
+        return ""
+    if sc.run_as_group is not None:
+        user += f":{sc.run_as_group}"
+    return user
