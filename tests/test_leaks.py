@@ -93,6 +93,9 @@ def test_cgroups_v1_v2_prefixes_and_subtrees(tmp_path: Path) -> None:
     (root / "pk-v2").mkdir()  # cgroup v2 mounted at the root
     (root / "cpu,cpuacct" / "pk-c").mkdir(parents=True)
     (root / "cpu").symlink_to(root / "cpu,cpuacct")
+    for hierarchy in ("pids", "memory", "cpu,cpuacct"):
+        (root / hierarchy / "cgroup.procs").write_text("")
+    (root / "unified" / "pk-not-a-hierarchy").mkdir(parents=True)  # tmpfs, no cgroup.procs
     got = _leaks.cgroups(str(root), _leaks.CGROUP_PREFIXES)
     assert got == {
         f"cgroup {root}/pids/pk-rt-1",
