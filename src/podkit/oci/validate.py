@@ -303,7 +303,7 @@ def _enums(
 def _pattern(value: str | None, rx: re.Pattern[str], path: str, what: str) -> Iterator[Problem]:
     if value is not None and not rx.match(value):
         shown = "^" + rx.pattern.removesuffix(r"\Z") + "$"
-        yield Problem(path, f"{what} {value!r} does not match {shown!r}")
+        yield Problem(path, f"{what} {value!r} does not match '{shown}'")
 
 
 def _absolute(value: str | None, path: str, what: str) -> Iterator[Problem]:
@@ -827,6 +827,11 @@ def _not_in(values: list[str] | None, supported: list[str] | None, path: str,
             yield Problem(f"{path}[{i}]", f"{what} {v!r} is not supported by the runtime")
 
 
+def _not_one_of(value: str, supported: list[str] | None, path: str, what: str) -> Iterator[Problem]:
+    if supported is not None and value not in supported:
+        yield Problem(path, f"{what} {value!r} is not supported by the runtime")
+
+
 def _disabled(flag: bool | None, used: bool, path: str, what: str) -> Iterator[Problem]:
     if used and flag is False:
         yield Problem(path, f"{what} is not supported by the runtime (features: disabled)")
@@ -894,16 +899,17 @@ def _linux_unsupported(spec: Spec, features: Features) -> Iterator[Problem]:
     if sc is not None and fsc is not None:
         p = "$.linux.seccomp"
         yield from _disabled(fsc.enabled, True, p, "seccomp")
-        yield from _not_in([sc.default_action], fsc.actions, f"{p}.defaultAction", "seccomp action")
+        yield from _not_one_of(sc.default_action, fsc.actions, f"{p}.defaultAction",
+                               "seccomp action")
         yield from _not_in(sc.architectures, fsc.archs, f"{p}.architectures", "seccomp arch")
         flags = fsc.supported_flags if fsc.supported_flags is not None else fsc.known_flags
         yield from _not_in(sc.flags, flags, f"{p}.flags", "seccomp flag")
         for i, sys in enumerate(sc.syscalls or ()):
-            yield from _not_in([sys.action], fsc.actions, f"{p}.syscalls[{i}].action",
-                               "seccomp action")
+            yield from _not_one_of(sys.action, fsc.actions, f"{p}.syscalls[{i}].action",
+                                   "seccomp action")
             for j, arg in enumerate(sys.args or ()):
-                yield from _not_in([arg.op], fsc.operators, f"{p}.syscalls[{i}].args[{j}].op",
-                                   "seccomp operator")
+                yield from _not_one_of(arg.op, fsc.operators,
+                                       f"{p}.syscalls[{i}].args[{j}].op", "seccomp operator")
     rdt, frdt = lx.intel_rdt, fl.intel_rdt
     if rdt is not None and frdt is not None:
         p = "$.linux.intelRdt"
@@ -915,7 +921,7 @@ def _linux_unsupported(spec: Spec, features: Features) -> Iterator[Problem]:
     mp, fmp = lx.memory_policy, fl.memory_policy
     if mp is not None and fmp is not None:
         p = "$.linux.memoryPolicy"
-        yield from _not_in([mp.mode], fmp.modes, f"{p}.mode", "memory policy mode")
+        yield from _not_one_of(mp.mode, fmp.modes, f"{p}.mode", "memory policy mode")
         yield from _not_in(mp.flags, fmp.flags, f"{p}.flags", "memory policy flag")
     if lx.net_devices is not None and fl.net_devices is not None:
         yield from _disabled(fl.net_devices.enabled, bool(lx.net_devices), "$.linux.netDevices",
