@@ -24,13 +24,13 @@ DEFAULT_ROOT = "/var/lib/podkit"
 class ProgressBar:
     """A one-line progress bar over every blob of a pull or import (thread-safe)."""
 
-    def __init__(self, label: str, out: TextIO = sys.stderr) -> None:
+    def __init__(self, label: str, out: TextIO | None = None) -> None:
         self._label = label
-        self._out = out
+        self._out = out if out is not None else sys.stderr
         self._blobs: dict[str, tuple[int, int, str]] = {}
         self._lock = threading.Lock()
         self._last = 0.0
-        self._tty = out.isatty()
+        self._tty = self._out.isatty()
 
     def __call__(self, event: Progress) -> None:
         with self._lock:

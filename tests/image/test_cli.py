@@ -1,0 +1,65 @@
+"""``podkit image`` sub-commands driven through ``podkit.cli.main``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from image.imagebuild import BuiltImage, write_docker_save, write_layout
+from podkit.cli import main
+
+
+def test_import_ls_inspect_rm_prune(sample: BuiltImage, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    root = str(tmp_path / "state")
+    layout = write_layout(tmp_path / "l", [(sample.descriptor, "v1")], sample.blobs)
+    assert main(["image", "import", "--root", root, str(layout), "localhost/cli/app"]) == 0
+    out = capsys.readouterr()
+    assert out.out.split() == ["localhost/cli/app:v1", sample.descriptor["digest"]]
+    save = write_docker_save(tmp_path / "s.tar", sample, ["cli/saved:1"])
+    assert main(["image", "import", "-q", "--root", root, str(save)]) == 0
+    capsys.readouterr()
+    assert main(["image", "ls", "--root", root]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["REFERENCE", "DIGEST", "PLATFORM", "SIZE"]
+    assert [line.split()[0] for line in lines[1:]] == ["docker.io/cli/saved:1",
+                                                        "localhost/cli/app:v1"]
+    assert "linux/" in lines[2]
+    assert main(["image", "inspect", "--root", root, "localhost/cli/app:v1"]) == 0
+    [record] = json.loads(capsys.readouterr().out)
+    assert record["imageConfig"]["cmd"] == ["/app/hello"]
+    assert record["imageConfig"]["user"] == "app"
+    assert len(record["chainIds"]) == 3
+    assert main(["image", "rm", "--root", root, "localhost/cli/app:v1"]) == 0
+    assert capsys.readouterr().out.strip() == "localhost/cli/app:v1"
+    assert main(["image", "rm", "--root", root, "localhost/cli/app:v1"]) == 1
+    assert "localhost/cli/app:v1 not found" in capsys.readouterr().err
+    assert main(["image", "rm", "--prune", "--root", root, "cli/saved:1"]) == 0
+    assert "removed 8 blobs" in capsys.readouterr().out
+    assert main(["image", "prune", "--root", root]) == 0
+    assert "removed 0 blobs" in capsys.readouterr().out
+    assert main(["image", "ls", "-q", "--root", root]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_import_error_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["image", "import", "--root", str(tmp_path), str(tmp_path / "nope")]) == 1
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_pull_with_progress(registry: str, sample: BuiltImage, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    from podkit.image import ImageStore, import_image, push
+
+    src = ImageStore(tmp_path / "src")
+    ref = f"{registry}/podkit/cli:v1"
+    import_image(src, write_layout(tmp_path / "l", [(sample.descriptor, "v1")], sample.blobs),
+                 ref)
+    push(src, ref)
+    assert main(["image", "pull", "--root", str(tmp_path / "dst"), ref]) == 0
+    out = capsys.readouterr()
+    assert out.out.split() == [ref, sample.descriptor["digest"]]
+    assert f"pull {ref} [" in out.err and "4/4 blobs" in out.err
