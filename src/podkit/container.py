@@ -29,6 +29,7 @@ from podkit._config import (
     NamespaceMode,
     ProfileType,
     SandboxConfig,
+    SupplementalGroupsPolicy,
 )
 from podkit.cdi.annotations import devices_from_request
 from podkit.errors import InvalidArgumentError
@@ -419,13 +420,15 @@ def build_container_spec(
         ))
         if "user" in paths:
             opts.append(oci.with_namespace_path("user", paths["user"]))
-    if sc.supplemental_groups:
-        opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
 
-    # platformSpecOpts: user, seccomp, then CDI last.
+    # platformSpecOpts: user and groups, seccomp, then CDI last.
     user = _user_string(sc) or img.user
     if user:
         opts.append(oci.with_user(user, rootfs=rootfs))
+        if sc.supplemental_groups_policy == SupplementalGroupsPolicy.MERGE:
+            opts.append(oci.with_additional_gids(user, rootfs=rootfs))
+    if sc.supplemental_groups:
+        opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
     if sc.seccomp is not None and sc.seccomp.profile_type == ProfileType.LOCALHOST:
         raise ContainerConfigError(
             "linux.security_context.seccomp: Localhost profiles are not supported yet"
