@@ -7,6 +7,7 @@ under its pytest tmp dir and IDs ``pk-cm-...``, and checks that nothing is left 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -35,6 +36,12 @@ from podkit.runtime.errors import (
 )
 from podkit.runtime.logs import CRILogWriter, parse_cri_log_line, read_cri_log
 from podkit.runtime.runc import Runc
+from podkit.runtime.supervise import (
+    AttachStream,
+    ConmonSupervisor,
+    InProcessSupervisor,
+    Supervisor,
+)
 
 # -- unit --------------------------------------------------------------------------------
 
@@ -182,7 +189,8 @@ class Env:
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
             unified = Path("/sys/fs/cgroup/unified")
-            if not os.path.ismount(unified):  # crun writes here inside scripts/isolated
+            if unified.is_dir() and not (unified / "cgroup.controllers").exists():
+                # a bare tmpfs inside scripts/isolated; crun writes <id>/cgroup.procs there
                 shutil.rmtree(unified / cid, ignore_errors=True)
             left = [p for p in Path("/sys/fs/cgroup").glob(f"*/{cid}") if p.exists()]
             if left:
@@ -416,3 +424,87 @@ def test_reopen_log_after_rotation(env: Env) -> None:
     env.conmon.stop(cid, timeout=0.5)
     with pytest.raises(NotRunningError):
         env.conmon.reopen_log(cid)
+
+
+# -- both supervision modes behind one interface ----------------------------------------
+
+
+@pytest.fixture(params=["conmon", "inprocess"])
+def supervisor(request: pytest.FixtureRequest, env: Env) -> Iterator[Supervisor]:
+    sup: Supervisor
+    if request.param == "conmon":
+        sup = ConmonSupervisor(env.conmon)
+    else:
+        sup = InProcessSupervisor(env.runc)
+    assert isinstance(sup, Supervisor)
+    yield sup
+    if isinstance(sup, InProcessSupervisor):
+        for cid in env.ids:
+            with contextlib.suppress(NotFoundError):
+                sup.delete(cid, force=True)
+
+
+def recv_n(att: AttachStream, n: int) -> dict[str, bytes]:
+    got = {"stdout": b"", "stderr": b""}
+    for _ in range(n):
+        item = att.recv(timeout=30)
+        assert item is not None
+        got[item[0]] += item[1]
+    return got
+
+
+@pytest.mark.integration
+def test_supervisor_log_attach_exec_reopen_wait(env: Env, supervisor: Supervisor) -> None:
+    cid = env.new_id("sup")
+    script = 'while read l; do echo "got $l"; echo "err $l" >&2; done; exit 3'
+    log = env.tmp / "logs" / f"{cid}.log"
+    log.parent.mkdir()
+    pid = supervisor.start(cid, env.bundle(cid, ["sh", "-c", script]), log_path=log,
+                           stdin=True, stdin_once=True)
+    assert pid > 0
+    att = supervisor.attach(cid)
+    att.send(b"a\n")
+    assert recv_n(att, 2) == {"stdout": b"got a\n", "stderr": b"err a\n"}
+    assert supervisor.exec_sync(cid, ["sh", "-c", "echo x; echo y >&2"], timeout=30) == \
+        ExecResult(exit_code=0, stdout=b"x\n", stderr=b"y\n")
+    log.rename(f"{log}.1")
+    supervisor.reopen_log(cid)
+    att.send(b"b\n")
+    assert recv_n(att, 2) == {"stdout": b"got b\n", "stderr": b"err b\n"}
+    att.close_stdin()
+    status = supervisor.wait(cid, timeout=60)
+    assert status.exit_code == 3
+    assert att.recv(timeout=30) is None
+    att.close()
+    old = [(ln.stream, ln.content) for ln in read_cri_log(f"{log}.1")]
+    assert sorted(old) == [("stderr", b"err a"), ("stdout", b"got a")]
+    new = [(ln.stream, ln.content) for ln in read_cri_log(log)]
+    assert sorted(new) == [("stderr", b"err b"), ("stdout", b"got b")]
+    supervisor.delete(cid)
+
+
+@pytest.mark.integration
+def test_supervisor_tty_resize_and_stop(env: Env, supervisor: Supervisor) -> None:
+    cid = env.new_id("suptty")
+    log = env.tmp / f"{cid}.log"
+    bundle = env.bundle(cid, ["sh", "-c", "while read x; do stty size; done"], terminal=True)
+    supervisor.start(cid, bundle, log_path=log, tty=True, stdin=True)
+    supervisor.resize(cid, 41, 101)
+    att = supervisor.attach(cid)
+    sizes: list[bytes] = []
+    for _ in range(50):  # conmon applies a resize asynchronously: ask until it shows
+        att.send(b"\n")
+        buf = b""
+        while (m := re.search(rb"(\d+ \d+)\r\n", buf)) is None:
+            item = att.recv(timeout=30)
+            assert item is not None and item[0] == "stdout"
+            buf += item[1]
+        sizes.append(m.group(1))
+        if sizes[-1] == b"41 101":
+            break
+    assert sizes[-1] == b"41 101"
+    status = supervisor.stop(cid, timeout=0.5)
+    assert status.exit_code == 137
+    att.close()
+    assert any(ln.content == b"41 101\r" for ln in read_cri_log(log))
+    supervisor.delete(cid)

@@ -168,11 +168,11 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RawRunti
 def cgroup_leftovers(name: str) -> list[Path]:
     """Cgroup dirs of ``name`` left in any hierarchy (after the runtime deleted the container).
 
-    Inside scripts/isolated ``/sys/fs/cgroup/unified`` is unmounted and crun still writes a
-    ``<name>/cgroup.procs`` into the bare tmpfs dir under it: not a cgroup, removed here.
+    Inside scripts/isolated a bare tmpfs hides ``/sys/fs/cgroup/unified`` and crun still writes
+    a ``<name>/cgroup.procs`` there: not a cgroup, removed here.
     """
     unified = Path("/sys/fs/cgroup/unified")
-    if not os.path.ismount(unified):
+    if unified.is_dir() and not (unified / "cgroup.controllers").exists():
         shutil.rmtree(unified / name, ignore_errors=True)
     return [p for p in Path("/sys/fs/cgroup").glob(f"*/{name}") if p.exists()]
 
