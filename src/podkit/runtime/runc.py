@@ -407,6 +407,27 @@ def _read_fd(fd: int) -> bytes:
     return b"".join(chunks)
 
 
+def _wait_process(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
+    """``proc.wait(timeout)`` without Popen's sleep-polling: block on a pidfd instead.
+
+    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms; a pidfd wakes at the exit.
+    """
+    if timeout is None:
+        return proc.wait()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:  # already reaped by Popen itself
+        return proc.wait()
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(max(int(timeout * 1000), 1)):
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, _signal.SIGKILL)
@@ -524,7 +545,9 @@ class Runc:
     def _tmpdir(self) -> str:
         with self._lock:
             if self._tmp is None or not os.path.isdir(self._tmp):
-                self._tmp = tempfile.mkdtemp(prefix="podkit-runc-")
+                shm = "/dev/shm"  # tmpfs: pid files and process specs never touch a disk
+                base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+                self._tmp = tempfile.mkdtemp(prefix="podkit-runc-", dir=base)
             return self._tmp
 
     def _monitor(self) -> Monitor:
@@ -598,7 +621,7 @@ class Runc:
                     io.close_after_start()
             limit = self.timeout if timeout is None else timeout
             try:
-                rc = proc.wait(limit if limit > 0 else None)
+                rc = _wait_process(proc, limit if limit > 0 else None)
             except subprocess.TimeoutExpired:
                 if on_timeout is not None:
                     on_timeout()
@@ -893,7 +916,7 @@ class Runc:
     def start(self, id: str, *, timeout: float | None = None) -> None:
         """Start the user process of a created container."""
         _files.validate_id(id, "container ID")
-        self._run(["start", id], timeout=timeout)
+        self._run(["start", id], timeout=timeout, capture=False)
 
     def run(
         self,
@@ -947,7 +970,7 @@ class Runc:
         args = ["kill"]
         if all:
             args.append("--all")
-        self._run([*args, id, str(_signal_number(signal))])
+        self._run([*args, id, str(_signal_number(signal))], capture=False)
 
     def delete(self, id: str, force: bool = False) -> None:
         """Delete a container; ``force`` kills it first and ignores a missing one."""
@@ -955,7 +978,7 @@ class Runc:
         if id not in self._cgroups and os.path.isdir(_UNIFIED):
             self._remember_cgroups_path(id)
         try:
-            self._run(["delete", "--force", id] if force else ["delete", id])
+            self._run(["delete", "--force", id] if force else ["delete", id], capture=False)
         except NotFoundError:
             if not force:
                 raise
@@ -977,18 +1000,18 @@ class Runc:
     def pause(self, id: str) -> None:
         """Freeze every process of the container (freezer cgroup)."""
         _files.validate_id(id, "container ID")
-        self._run(["pause", id])
+        self._run(["pause", id], capture=False)
 
     def resume(self, id: str) -> None:
         """Thaw a paused container."""
         _files.validate_id(id, "container ID")
-        self._run(["resume", id])
+        self._run(["resume", id], capture=False)
 
     def update(self, id: str, resources: oci.LinuxResources) -> None:
         """Apply new cgroup limits (``update --resources -``, the JSON on stdin)."""
         _files.validate_id(id, "container ID")
         payload = json.dumps(codec.unstructure(resources)).encode()
-        self._run(["update", "--resources", "-", id], stdin=payload)
+        self._run(["update", "--resources", "-", id], stdin=payload, capture=False)
 
     def checkpoint(
         self,
@@ -1292,6 +1315,8 @@ def _remove_stray_unified_dir(cgroups_path: str | None) -> None:
     if not rel or ".." in rel.split("/"):
         return
     path = os.path.join(_UNIFIED, rel)
+    if not os.path.isdir(path):
+        return
     try:
         if _fs_type(path) != _TMPFS_MAGIC or set(os.listdir(path)) - {"cgroup.procs"}:
             return
@@ -1305,8 +1330,10 @@ def _remove_stray_unified_dir(cgroups_path: str | None) -> None:
 def _fs_type(path: str) -> int:
     import ctypes
 
+    from podkit.runtime.monitor import _libc
+
     buf = ctypes.create_string_buffer(256)
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     if libc.statfs(path.encode(), buf) != 0:
         raise OSError(ctypes.get_errno(), path)
     return int.from_bytes(buf.raw[:8], "little", signed=True)
