@@ -6,6 +6,8 @@
 
 from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
 from podkit.runtime.bundle import Bundle
+from podkit.runtime.conmon import Attachment, Conmon, ConmonContainer, parse_detach_keys
+from podkit.runtime.console import Console, ConsoleSocket
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -16,6 +18,13 @@ from podkit.runtime.errors import (
     parse_runtime_error,
 )
 from podkit.runtime.io import IO, FileIO, InheritIO, NullIO, PipeIO
+from podkit.runtime.logs import (
+    CRILogEntry,
+    CRILogLine,
+    CRILogWriter,
+    parse_cri_log_line,
+    read_cri_log,
+)
 from podkit.runtime.monitor import Monitor, Subscription, default_monitor
 from podkit.runtime.runc import (
     Event,
@@ -28,6 +37,13 @@ from podkit.runtime.runc import (
     UnsupportedFieldWarning,
     check_spec,
 )
+from podkit.runtime.supervise import (
+    AttachStream,
+    ConmonSupervisor,
+    InProcessAttachment,
+    InProcessSupervisor,
+    Supervisor,
+)
 
 # The issue names the base ``RuntimeError``; it shadows the builtin only inside this package.
 RuntimeError = OCIRuntimeError
@@ -35,13 +51,25 @@ RuntimeError = OCIRuntimeError
 __all__ = [
     "IO",
     "AlreadyExistsError",
+    "AttachStream",
+    "Attachment",
     "Bundle",
+    "CRILogEntry",
+    "CRILogLine",
+    "CRILogWriter",
+    "Conmon",
+    "ConmonContainer",
+    "ConmonSupervisor",
+    "Console",
+    "ConsoleSocket",
     "ContainerState",
     "Event",
     "ExecProcess",
     "ExecResult",
     "ExitStatus",
     "FileIO",
+    "InProcessAttachment",
+    "InProcessSupervisor",
     "InheritIO",
     "Monitor",
     "NotFoundError",
@@ -58,10 +86,14 @@ __all__ = [
     "Status",
     "StopResult",
     "Subscription",
+    "Supervisor",
     "TopResults",
     "UnsupportedFieldWarning",
     "UnsupportedOperationError",
     "check_spec",
     "default_monitor",
+    "parse_cri_log_line",
+    "parse_detach_keys",
     "parse_runtime_error",
+    "read_cri_log",
 ]
