@@ -508,3 +508,17 @@ def test_supervisor_tty_resize_and_stop(env: Env, supervisor: Supervisor) -> Non
     att.close()
     assert any(ln.content == b"41 101\r" for ln in read_cri_log(log))
     supervisor.delete(cid)
+
+
+@pytest.mark.integration
+def test_oom_kill_is_recorded(env: Env) -> None:
+    cid = env.new_id("oom")
+    bundle = env.bundle(cid, ["sh", "-c", "x=$(head -c 200000000 /dev/zero | tr '\\0' a)"])
+    config = json.loads((bundle / "config.json").read_text())
+    limit = 32 * 1024 * 1024
+    config["linux"]["resources"]["memory"] = {"limit": limit, "swap": limit}
+    (bundle / "config.json").write_text(json.dumps(config))
+    env.conmon.run(cid, bundle)
+    status = env.conmon.wait(cid, timeout=120)
+    assert status.exit_code == 137
+    assert env.conmon.oom_killed(cid)
