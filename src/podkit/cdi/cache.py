@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import stat as _stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -34,8 +35,8 @@ from podkit.cdi.spec import (
     Spec,
     SpecError,
     dump_spec,
-    load_spec,
     minimum_required_version,
+    spec_from_file_data,
     validate_spec,
 )
 from podkit.cdi.watch import ALL_CHANGED, SpecDirWatcher
@@ -260,32 +261,56 @@ class Cache:
 
     # -- scanning ---------------------------------------------------------------------------
 
-    def _load(self, path: str, priority: int, st: os.stat_result) -> LoadedSpec | str:
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, priority)
-        cached = self._parsed.get(path)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+    def _load(self, path: str, priority: int, trust: bool) -> LoadedSpec | str | None:
+        """Load one spec file (or reuse it if unchanged); None if it is not a regular file.
+
+        ``trust``: the watcher saw no event for this path, so a cached result is reused
+        without even opening the file.
+        """
+        if trust:
+            cached = self._parsed.get(path)
+            if cached is not None and cached[0][-1] == priority:
+                return cached[1]
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f'failed to load CDI Spec: failed to read CDI Spec "{path}": {e.strerror}'
+        try:
+            st = os.fstat(fd)
+            if not _stat.S_ISREG(st.st_mode):
+                return None
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, priority)
+            cached = self._parsed.get(path)
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            chunks = []
+            while True:
+                chunk = os.read(fd, max(st.st_size + 1, 65536))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except OSError as e:
+            return f'failed to load CDI Spec: failed to read CDI Spec "{path}": {e.strerror}'
+        finally:
+            os.close(fd)
         result: LoadedSpec | str
         try:
-            result = LoadedSpec(spec=load_spec(path), path=path, priority=priority)
+            spec = spec_from_file_data(b"".join(chunks), path)
+            result = LoadedSpec(spec=spec, path=path, priority=priority)
         except SpecError as e:
             result = f"failed to load CDI Spec: {e}"
         self._parsed[path] = (key, result)
         return result
 
-    def _list_dir(self, directory: str) -> Iterator[tuple[str, os.stat_result]]:
+    def _list_dir(self, directory: str) -> Iterator[str]:
         with os.scandir(directory) as it:
             entries = sorted(
                 (e.name, e.path) for e in it if e.name.endswith(_SPEC_EXTENSIONS)
             )
         for _, path in entries:
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                continue
-            if os.path.isdir(path):
-                continue
-            yield path, st
+            yield path
 
     def _scan(self, *, full: bool, changed: Iterable[str] = ()) -> None:
         """Rescan every directory; must hold ``_lock``. Reuses unchanged parsed files."""
@@ -294,6 +319,7 @@ class Cache:
         else:
             for path in changed:
                 self._parsed.pop(path, None)
+        trust = not full and self._watcher is not None and not self._watcher.degraded
         devices: dict[str, LoadedDevice] = {}
         specs: list[LoadedSpec] = []
         errors: dict[str, list[str]] = {}
@@ -310,9 +336,11 @@ class Cache:
                     f'failed to read CDI Spec directory "{directory}": {e.strerror or e}'
                 )
                 continue
-            for path, st in files:
+            for path in files:
                 seen_paths.add(path)
-                loaded = self._load(path, prio, st)
+                loaded = self._load(path, prio, trust)
+                if loaded is None:
+                    continue
                 if isinstance(loaded, str):
                     errors.setdefault(path, []).append(loaded)
                     continue

@@ -9,12 +9,14 @@ of the parts of the OCI spec they touch and committed only when every step succe
 
 from __future__ import annotations
 
-import copy
+import functools
 import os
 import posixpath
 import stat as _stat
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
+
+import attrs
 
 from podkit import oci
 from podkit.cdi.spec import NO_PERMISSIONS, ContainerEdits, DeviceNode
@@ -46,6 +48,21 @@ T = TypeVar("T")
 def _new(cls: type[T], **kwargs: Any) -> T:
     """Build an OCI model (their attrs decorator is not visible to mypy's attrs plugin)."""
     return cls(**kwargs)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _shallow(obj: T) -> T:
+    """A shallow copy of an attrs model (much cheaper than ``copy.copy`` on slotted classes)."""
+    cls = type(obj)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(a.name for a in attrs.fields(cast(Any, cls)))
+    new: T = object.__new__(cls)
+    for n in names:
+        object.__setattr__(new, n, getattr(obj, n))
+    return new
 
 
 class EditError(PodkitError):
@@ -134,6 +151,7 @@ def _complete_node(node: DeviceNode, stat: StatFunc) -> oci.LinuxDevice:
 
 # --- helpers -------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
 def _clean_depth(path: str) -> int:
     """Number of ``/`` in the cleaned path (Go ``filepath.Clean``)."""
     if not path:
@@ -176,7 +194,7 @@ class _Work:
 
     def own_process(self) -> oci.Process:
         if "process" not in self._own:
-            self.process = copy.copy(self.process) if self.process else _new(oci.Process)
+            self.process = _shallow(self.process) if self.process else _new(oci.Process)
             self._own.add("process")
         assert self.process is not None
         return self.process
@@ -184,14 +202,14 @@ class _Work:
     def own_user(self) -> oci.User:
         p = self.own_process()
         if "user" not in self._own:
-            p.user = copy.copy(p.user) if p.user else _new(oci.User)
+            p.user = _shallow(p.user) if p.user else _new(oci.User)
             self._own.add("user")
         assert p.user is not None
         return p.user
 
     def own_linux(self) -> oci.Linux:
         if "linux" not in self._own:
-            self.linux = copy.copy(self.linux) if self.linux else _new(oci.Linux)
+            self.linux = _shallow(self.linux) if self.linux else _new(oci.Linux)
             self._own.add("linux")
         assert self.linux is not None
         return self.linux
@@ -199,14 +217,14 @@ class _Work:
     def own_resources(self) -> oci.LinuxResources:
         lx = self.own_linux()
         if "resources" not in self._own:
-            lx.resources = copy.copy(lx.resources) if lx.resources else _new(oci.LinuxResources)
+            lx.resources = _shallow(lx.resources) if lx.resources else _new(oci.LinuxResources)
             self._own.add("resources")
         assert lx.resources is not None
         return lx.resources
 
     def own_hooks(self) -> oci.Hooks:
         if "hooks" not in self._own:
-            self.hooks = copy.copy(self.hooks) if self.hooks else _new(oci.Hooks)
+            self.hooks = _shallow(self.hooks) if self.hooks else _new(oci.Hooks)
             self._own.add("hooks")
         assert self.hooks is not None
         return self.hooks

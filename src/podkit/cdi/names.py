@@ -6,6 +6,8 @@ Mirrors the Go library's ``pkg/parser``: the same splitting rules, the same char
 
 from __future__ import annotations
 
+import re
+
 from podkit.errors import InvalidArgumentError
 
 __all__ = [
@@ -69,7 +71,13 @@ def parse_device(device: str) -> tuple[str, str, str]:
     return vendor, class_, name
 
 
+_VENDOR_OR_CLASS_OK = re.compile(r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?\Z")
+_DEVICE_OK = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?\Z")
+
+
 def _vendor_or_class_problem(name: str) -> str | None:
+    if _VENDOR_OR_CLASS_OK.match(name):
+        return None
     if not name:
         return "empty name"
     if not is_letter(name[0]):
@@ -101,6 +109,8 @@ def validate_device_name(name: str) -> None:
 
     (The Go library says "invalid class" for a bad first character; podkit says "invalid name".)
     """
+    if _DEVICE_OK.match(name):
+        return
     if not name:
         raise InvalidNameError("invalid (empty) device name")
     if not is_alpha_numeric(name[0]):

@@ -281,6 +281,7 @@ _INT_RANGES = {
     "uint32": (0, 2**32 - 1),
 }
 _TABLES: dict[type, tuple[dict[str, tuple[str, Any]], list[tuple[str, str]]]] = {}
+_FIRST_CHAR = re.compile(r"\s*(\S)")
 
 
 def _table(cls: type) -> tuple[dict[str, tuple[str, Any]], list[tuple[str, str]]]:
@@ -315,75 +316,169 @@ def _yaml_str(v: Any) -> str | None:
     return None
 
 
-def _decode_value(kind: Any, v: Any, path: str, yaml_coerce: bool) -> Any:
-    if kind == "str":
+Decoder = Callable[[Any], Any]
+
+
+def _join(part: str, field: str | None) -> str:
+    if not field:
+        return part
+    return f"{part}{field}" if field.startswith("[") else f"{part}.{field}"
+
+
+def _at(e: SpecError, part: str) -> SpecError:
+    """The same error one level further out: prefix ``part`` to its JSON path."""
+    return SpecError(e.message, field=_join(part, e.field), source=e.source)
+
+
+def _str_decoder(yaml_coerce: bool) -> Decoder:
+    def dec(v: Any) -> str:
         if type(v) is str:
             return v
         if yaml_coerce:
             s = _yaml_str(v)
             if s is not None:
                 return s
-        raise SpecError(f"failed to parse CDI Spec: expected a string, got {_tname(v)} {v!r}",
-                        field=path)
-    if kind == "bool":
-        if type(v) is bool:
-            return v
-        raise SpecError(f"failed to parse CDI Spec: expected a boolean, got {_tname(v)} {v!r}",
-                        field=path)
-    if isinstance(kind, str) and kind in _INT_RANGES:
-        if type(v) is float and v.is_integer():
-            v = int(v)
-        if type(v) is not int:
-            raise SpecError(
-                f"failed to parse CDI Spec: expected an integer ({kind}), got {_tname(v)} {v!r}",
-                field=path,
-            )
-        lo, hi = _INT_RANGES[kind]
-        if not lo <= v <= hi:
-            raise SpecError(f"failed to parse CDI Spec: {v} out of range for {kind}", field=path)
+        raise SpecError(f"failed to parse CDI Spec: expected a string, got {_tname(v)} {v!r}")
+    return dec
+
+
+def _bool(v: Any) -> bool:
+    if type(v) is bool:
         return v
-    if isinstance(kind, tuple):
-        if kind[0] == "list":
-            if type(v) is not list:
-                raise SpecError(
-                    f"failed to parse CDI Spec: expected an array, got {_tname(v)} {v!r}",
-                    field=path,
-                )
-            return tuple(
-                _decode_value(kind[1], item, f"{path}[{i}]", yaml_coerce)
-                for i, item in enumerate(v)
-            )
-        # map of strings
+    raise SpecError(f"failed to parse CDI Spec: expected a boolean, got {_tname(v)} {v!r}")
+
+
+def _int_decoder(kind: str) -> Decoder:
+    lo, hi = _INT_RANGES[kind]
+
+    def dec(v: Any) -> Any:
+        if type(v) is not int:
+            if type(v) is float and v.is_integer():
+                v = int(v)
+            else:
+                raise SpecError(f"failed to parse CDI Spec: expected an integer ({kind}), "
+                                f"got {_tname(v)} {v!r}")
+        if not lo <= v <= hi:
+            raise SpecError(f"failed to parse CDI Spec: {v} out of range for {kind}")
+        return v
+    return dec
+
+
+def _list_decoder(item: Decoder) -> Decoder:
+    def dec(v: Any) -> tuple[Any, ...]:
+        if type(v) is not list:
+            raise SpecError(f"failed to parse CDI Spec: expected an array, got {_tname(v)} {v!r}")
+        try:
+            return tuple(map(item, v))
+        except SpecError:
+            for i, x in enumerate(v):
+                try:
+                    item(x)
+                except SpecError as e:
+                    raise _at(e, f"[{i}]") from None
+            raise
+    return dec
+
+
+def _map_decoder(yaml_coerce: bool) -> Decoder:
+    str_dec = _str_decoder(yaml_coerce)
+
+    def dec(v: Any) -> dict[str, str]:
         if type(v) is not dict:
-            raise SpecError(
-                f"failed to parse CDI Spec: expected an object, got {_tname(v)}", field=path
-            )
+            raise SpecError(f"failed to parse CDI Spec: expected an object, got {_tname(v)}")
         out: dict[str, str] = {}
         for k, item in v.items():
             key = k if type(k) is str else (_yaml_str(k) if yaml_coerce else None)
             if key is None:
-                raise SpecError(f"failed to parse CDI Spec: invalid key {k!r}", field=path)
-            out[key] = _decode_value("str", item, f"{path}.{key}", yaml_coerce)
+                raise SpecError(f"failed to parse CDI Spec: invalid key {k!r}")
+            try:
+                out[key] = str_dec(item)
+            except SpecError as e:
+                raise _at(e, key) from None
         return out
-    return _decode(kind, v, path, yaml_coerce=yaml_coerce)
+    return dec
+
+
+_DECODERS: dict[tuple[Any, bool], Decoder] = {}
+
+
+def _decoder(kind: Any, yaml_coerce: bool) -> Decoder:
+    key = (kind, yaml_coerce)
+    dec = _DECODERS.get(key)
+    if dec is not None:
+        return dec
+    if kind == "str":
+        dec = _str_decoder(yaml_coerce)
+    elif kind == "bool":
+        dec = _bool
+    elif isinstance(kind, str):
+        dec = _int_decoder(kind)
+    elif isinstance(kind, tuple) and kind[0] == "list":
+        dec = _list_decoder(_decoder(kind[1], yaml_coerce))
+    elif isinstance(kind, tuple):
+        dec = _map_decoder(yaml_coerce)
+    else:
+        dec = _class_decoder(kind, yaml_coerce)
+    _DECODERS[key] = dec
+    return dec
+
+
+def _class_decoder(cls: type, yaml_coerce: bool) -> Decoder:
+    """A decoder for one model class: strict keys, no ``__init__`` call (values are final).
+
+    The function is generated once per class (an unrolled ``if key == ...`` chain), which
+    keeps parsing within a small factor of plain ``json.loads``.
+    """
+    fields = attrs.fields(cls)
+    ns: dict[str, Any] = {
+        "cls": cls, "new": object.__new__, "setattr_": object.__setattr__,
+        "SpecError": SpecError, "_at": _at, "_tname": _tname,
+    }
+    # placeholder first: nested classes may refer back to decoders not built yet
+    _DECODERS[(cls, yaml_coerce)] = lambda v: ns["dec"](v)
+    lines = [
+        "def dec(data):",
+        "    if type(data) is not dict:",
+        "        raise SpecError('failed to parse CDI Spec: expected an object, got '"
+        " + _tname(data))",
+    ]
+    for i, f in enumerate(fields):
+        d = f.default
+        if isinstance(d, attrs.Factory):  # type: ignore[arg-type]
+            d = d.factory()  # sharing is fine: the models are immutable
+        ns[f"D{i}"] = d
+        ns[f"F{i}"] = _decoder(f.metadata["kind"], yaml_coerce)
+        lines.append(f"    v{i} = D{i}")
+    lines.append("    for key, value in data.items():")
+    for i, f in enumerate(fields):
+        wire = f.metadata["wire"]
+        lines += [
+            f"        {'if' if i == 0 else 'elif'} key == {wire!r}:",
+            "            if value is not None:",  # JSON null: same as absent (Go zero value)
+            "                try:",
+            f"                    v{i} = F{i}(value)",
+            "                except SpecError as e:",
+            f"                    raise _at(e, {wire!r}) from None",
+        ]
+    lines += [
+        "        else:",
+        "            raise SpecError(f'failed to parse CDI Spec: unknown field \"{key}\"')",
+        "    obj = new(cls)",
+    ]
+    lines += [f"    setattr_(obj, {f.name!r}, v{i})" for i, f in enumerate(fields)]
+    lines.append("    return obj")
+    exec(compile("\n".join(lines), f"<cdi decoder {cls.__name__}>", "exec"), ns)
+    dec: Decoder = ns["dec"]
+    return dec
 
 
 def _decode(cls: type[T], data: Any, path: str, *, yaml_coerce: bool) -> T:
-    if type(data) is not dict:
-        raise SpecError(
-            f"failed to parse CDI Spec: expected an object, got {_tname(data)}", field=path or None
-        )
-    by_wire, _ = _table(cls)
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        spec = by_wire.get(key)
-        if spec is None:
-            raise SpecError(f'failed to parse CDI Spec: unknown field "{key}"', field=path or None)
-        if value is None:
-            continue  # JSON null: same as absent (Go leaves the zero value)
-        sub = f"{path}.{key}" if path else key
-        kwargs[spec[0]] = _decode_value(spec[1], value, sub, yaml_coerce)
-    return cls(**kwargs)
+    dec = _decoder(cls, yaml_coerce)
+    try:
+        result: T = dec(data)
+    except SpecError as e:
+        raise (_at(e, path) if path else e) from None
+    return result
 
 
 def _encode(obj: Any) -> dict[str, Any]:
@@ -431,18 +526,21 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def _no_dup_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise SpecError(f"failed to parse CDI Spec: duplicate key {k!r}")
-        out[k] = v
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise SpecError(f"failed to parse CDI Spec: duplicate key {k!r}")
+            seen.add(k)
     return out
 
 
 def _load_document(data: str | bytes, fmt: str | None) -> tuple[Any, bool]:
     """Decode a JSON or YAML document; returns (value, came_from_yaml)."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
-    if fmt != "yaml" and text.lstrip()[:1] in ("{", "["):
+    first = _FIRST_CHAR.match(text)
+    if fmt != "yaml" and first is not None and first.group(1) in ("{", "["):
         try:
             return json.loads(text, object_pairs_hook=_no_dup_pairs), False
         except json.JSONDecodeError:
@@ -478,6 +576,12 @@ def load_spec(path: str | os.PathLike[str]) -> Spec:
         raw = Path(p).read_bytes()
     except OSError as e:
         raise SpecError(f'failed to read CDI Spec "{p}": {e.strerror or e}') from None
+    return spec_from_file_data(raw, p)
+
+
+def spec_from_file_data(raw: bytes, path: str) -> Spec:
+    """Parse and validate the bytes of spec file ``path`` (format chosen by extension)."""
+    p = path
     fmt = "json" if p.endswith(".json") else "yaml" if p.endswith(".yaml") else None
     spec = parse_spec(raw, source=p, format=fmt)
     try:

@@ -149,24 +149,30 @@ class SpecDirWatcher:
         observer.start()
 
     def _schedule_locked(self) -> None:
-        from watchdog.events import FileSystemEventHandler
+        from watchdog import events as ev
 
         paths = tuple(sorted({p for p, _ in self._targets.values()}))
         if self._observer is None or paths == self._observed:
             return
         watcher = self
 
-        class _Handler(FileSystemEventHandler):
+        # Only changes: without a filter watchdog also asks for IN_OPEN/IN_CLOSE_NOWRITE, and
+        # every rescan (which opens each spec file) would flood its thread with events.
+        event_filter = [
+            ev.FileCreatedEvent, ev.FileModifiedEvent, ev.FileDeletedEvent, ev.FileMovedEvent,
+            ev.FileClosedEvent, ev.DirCreatedEvent, ev.DirDeletedEvent, ev.DirMovedEvent,
+            ev.DirModifiedEvent,
+        ]
+
+        class _Handler(ev.FileSystemEventHandler):
             def on_any_event(self, event: Any) -> None:
-                if event.event_type in ("opened", "closed_no_write"):
-                    return
                 cb = watcher._on_change
                 if cb is not None:
                     cb()
 
         self._observer.unschedule_all()
         for p in paths:
-            self._observer.schedule(_Handler(), p, recursive=False)
+            self._observer.schedule(_Handler(), p, recursive=False, event_filter=event_filter)
         self._observed = paths
 
     def _teardown_locked(self) -> None:
