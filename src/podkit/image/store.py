@@ -247,7 +247,7 @@ class BlobWriter:
     def commit(self) -> None:
         """Verify size and digest, then move the blob into place (idempotent for equal data)."""
         self._f.flush()
-        os.fsync(self._f.fileno())
+        os.fdatasync(self._f.fileno())  # the data must be durable before the rename
         self._f.close()
         actual = "sha256:" + self._hash.hexdigest()
         if self.size is not None and self.offset != self.size:
