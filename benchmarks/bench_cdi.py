@@ -78,7 +78,7 @@ def bench_refresh(tmp: Path) -> list[tuple[str, float, float, str]]:
                 if ext == "json":
                     json.loads(raw)
                 else:
-                    yaml.load(raw, Loader=yaml_loader)  # noqa: S506 - C safe loader
+                    yaml.load(raw, Loader=yaml_loader)
 
         def refresh(d: Path = d) -> None:
             c = cdi.Cache([d], auto_refresh=False)

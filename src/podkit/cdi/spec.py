@@ -452,9 +452,16 @@ def _class_decoder(cls: type, yaml_coerce: bool) -> Decoder:
     lines.append("    for key, value in data.items():")
     for i, f in enumerate(fields):
         wire = f.metadata["wire"]
+        lines.append(f"        {'if' if i == 0 else 'elif'} key == {wire!r}:")
+        if f.metadata["kind"] == "str":  # inline fast path for the most common field kind
+            lines += [
+                "            if type(value) is str:",
+                f"                v{i} = value",
+                "            elif value is not None:",
+            ]
+        else:
+            lines.append("            if value is not None:")  # JSON null: absent (Go zero)
         lines += [
-            f"        {'if' if i == 0 else 'elif'} key == {wire!r}:",
-            "            if value is not None:",  # JSON null: same as absent (Go zero value)
             "                try:",
             f"                    v{i} = F{i}(value)",
             "                except SpecError as e:",
@@ -653,8 +660,11 @@ _VERSION_PREDICATES: tuple[tuple[str, Callable[[Spec], bool]], ...] = (
 )
 
 
+_VERSION_KEYS = {v: tuple(int(x) for x in v.split(".")) for v in KNOWN_VERSIONS}
+
+
 def _version_key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
+    return _VERSION_KEYS.get(v) or tuple(int(x) for x in v.split("."))
 
 
 def minimum_required_version(spec: Spec) -> str:
