@@ -261,8 +261,10 @@ def test_exit_zero_and_stop_escalates_to_sigkill(env: Env) -> None:
 def test_start_failure_reports_runtime_message_and_leaks_nothing(env: Env) -> None:
     cid = env.new_id("bad")
     bundle = env.bundle(cid, ["/nonexistent"])
+    log = env.tmp / "bad.log"
     with pytest.raises(OCIRuntimeError, match="/nonexistent") as info:
-        env.conmon.create(cid, bundle)
+        env.conmon.create(cid, bundle, log_path=log)
+    assert not log.exists()
     assert env.binary in str(info.value)
     assert not env.conmon.container_dir(cid).exists()
     assert conmon_pids_for(cid) == []
@@ -522,3 +524,17 @@ def test_oom_kill_is_recorded(env: Env) -> None:
     status = env.conmon.wait(cid, timeout=120)
     assert status.exit_code == 137
     assert env.conmon.oom_killed(cid)
+
+
+@pytest.mark.integration
+def test_supervisor_start_failure_leaves_nothing(env: Env, supervisor: Supervisor) -> None:
+    cid = env.new_id("supbad")
+    log = env.tmp / f"{cid}.log"
+    with pytest.raises(OCIRuntimeError, match="/nonexistent"):
+        supervisor.start(cid, env.bundle(cid, ["/nonexistent"]), log_path=log)
+    assert not log.exists()
+    with pytest.raises(NotFoundError):
+        supervisor.wait(cid)
+    with pytest.raises(NotFoundError):
+        env.runc.state(cid)
+    assert conmon_pids_for(cid) == []

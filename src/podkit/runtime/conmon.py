@@ -86,6 +86,10 @@ _CTL_REOPEN_LOG = 2
 _META = "conmon.json"
 _EXEC_OUTPUT_MAX = 16 * 1024 * 1024
 TIMED_OUT_MESSAGE = "command timed out"
+_DROPPED_ENV = (
+    "_OCI_STARTPIPE", "_OCI_ATTACHPIPE", "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
+    "LISTEN_FDNAMES",
+)
 
 DEFAULT_DETACH_KEYS = "ctrl-p,ctrl-q"
 """Docker's and podman's default detach sequence."""
@@ -523,6 +527,7 @@ class Conmon:
         if not (bundle_path / "config.json").is_file():
             raise InvalidArgumentError(f"bundle {bundle_path} has no config.json")
         log = Path(log_path).absolute() if log_path is not None else cdir / "ctr.log"
+        log_existed = log.exists()
         cdir.parent.mkdir(parents=True, exist_ok=True)
         for d in (self.exit_dir, self.socket_dir):
             d.mkdir(parents=True, exist_ok=True)
@@ -569,7 +574,7 @@ class Conmon:
             atomic_write(cdir / _META, json.dumps(record.to_dict(), indent=1))
             return record
         except BaseException:
-            self._cleanup(id, cdir, bundle_path, log if log_path is None else None)
+            self._cleanup(id, cdir, bundle_path, None if log_existed else log)
             raise
 
     def _spawn(
@@ -588,8 +593,11 @@ class Conmon:
         read_fd, write_fd = os.pipe()
         errfile = cwd / "conmon.stderr"
         try:
-            env = dict(os.environ, _OCI_SYNCPIPE=str(write_fd))
-            env.pop("_OCI_STARTPIPE", None)
+            env = dict(os.environ)
+            env.update(getattr(self.runtime, "env", None) or {})
+            for name in _DROPPED_ENV:  # systemd hand-overs meant for us, not for the runtime
+                env.pop(name, None)
+            env["_OCI_SYNCPIPE"] = str(write_fd)
             with open(errfile, "wb") as err:
                 proc = subprocess.Popen(
                     argv, pass_fds=(write_fd,), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
@@ -598,7 +606,12 @@ class Conmon:
             os.close(write_fd)
             write_fd = -1
             # conmon forks its daemon and the first process exits at once
-            proc.wait(timeout=60 if timeout is None else max(timeout, 1.0))
+            try:
+                proc.wait(timeout=60 if timeout is None else max(timeout, 1.0))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise RuntimeTimeoutError("conmon did not daemonize in time", argv) from None
             messages = self._read_sync(read_fd, argv, timeout, want)
         finally:
             os.close(read_fd)

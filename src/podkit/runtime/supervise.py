@@ -338,6 +338,7 @@ class InProcessSupervisor:
         with self._lock:
             if id in self._sessions:
                 raise InvalidArgumentError(f"container {id!r} is already supervised here")
+        log_existed = Path(log_path).exists()
         writer = CRILogWriter(
             Path(log_path), max_size=self.log_max_size, max_files=self.log_max_files
         )
@@ -368,6 +369,8 @@ class InProcessSupervisor:
                 with contextlib.suppress(Exception):
                     self.runtime.delete(id, force=True)
             session.finish(timeout=5.0)
+            if not log_existed:
+                Path(log_path).unlink(missing_ok=True)
             raise
         with self._lock:
             self._sessions[id] = session
