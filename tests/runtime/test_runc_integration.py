@@ -430,3 +430,26 @@ def test_no_fd_leak_into_container(
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert sorted(int(x) for x in os.listdir(f"/proc/{pid}/fd")) == [0, 1, 2]
+
+
+def test_exec_with_tty(runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs: Path) -> None:
+    from podkit.runtime.console import ConsoleSocket
+
+    cid = new_id()
+    started(runtime, tmp_path, busybox_rootfs, cid, "sleep", "1000")
+    proc = codec.structure({"cwd": "/", "env": ["PATH=/bin"],
+                            "args": ["sh", "-c", "tty; echo TTYOK; exit 2"]}, oci.Process)
+    with ConsoleSocket() as sock:
+        ex = runtime.exec(cid, proc, tty=True, console_socket=sock)
+        assert isinstance(ex, ExecProcess)
+        with sock.receive(timeout=20) as console:
+            out = console.read_all()
+    assert b"/dev/pts/" in out and b"TTYOK" in out
+    assert ex.wait(20).exit_code == 2
+    assert proc.terminal is None  # the caller's process is not modified
+
+
+def test_exec_tty_without_console_socket_refused(runtime: Runc) -> None:
+    proc = codec.structure({"cwd": "/", "args": ["sh"]}, oci.Process)
+    with pytest.raises(InvalidArgumentError, match="console_socket"):
+        runtime.exec("pk-rt-any", proc, tty=True)
