@@ -26,7 +26,13 @@ import _leaks
 from conftest import require_binary, require_isolated, require_root
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.base import ExecResult
-from podkit.runtime.conmon import Conmon, ConmonContainer, _split_output, parse_detach_keys
+from podkit.runtime.conmon import (
+    Conmon,
+    ConmonContainer,
+    _exit_status_from_code,
+    _split_output,
+    parse_detach_keys,
+)
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -79,6 +85,40 @@ def test_split_output_restores_bytes(tmp_path: Path) -> None:
         writer.write("stderr", b"e\n")
     assert _split_output(log) == (b"hello\nab", b"e\n")
     assert _split_output(tmp_path / "missing.log") == (b"", b"")
+
+
+def sync_messages(tmp_path: Path, payload: bytes, want: int) -> list[tuple[int, str | None]]:
+    """Feed ``payload`` through a real pipe to the sync-pipe reader."""
+    cm = Conmon(Runc(binary="/bin/true", root=tmp_path / "root"), state_dir=tmp_path / "s")
+    r, w = os.pipe()
+    try:
+        os.write(w, payload)
+        os.close(w)
+        return cm._read_sync(r, ["conmon"], timeout=5, want=want)
+    finally:
+        os.close(r)
+
+
+def test_sync_pipe_messages(tmp_path: Path) -> None:
+    assert sync_messages(tmp_path, b'{"data": 42}\n', 1) == [(42, None)]
+    # exec: pid, then exit code; partial reads and blank lines are fine
+    assert sync_messages(tmp_path, b'{"data": 7}\n\n{"data": 3}\n', 2) == [(7, None), (3, None)]
+    failure = b'{"data": -1, "message": "runc create failed: boom\\n"}\n{"data": 9}\n'
+    assert sync_messages(tmp_path, failure, 2) == [(-1, "runc create failed: boom\n")]
+    assert sync_messages(tmp_path, b"", 1) == []  # conmon died before writing
+
+
+def test_sync_pipe_garbage_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(OCIRuntimeError, match="unexpected message from conmon"):
+        sync_messages(tmp_path, b"not json\n", 1)
+
+
+def test_exit_codes_map_to_signals() -> None:
+    assert _exit_status_from_code(0, None).signal is None
+    assert _exit_status_from_code(3, None).exit_code == 3
+    status = _exit_status_from_code(137, None)
+    assert (status.exit_code, status.signal, status.signal_name) == (137, 9, "SIGKILL")
+    assert _exit_status_from_code(255, None).signal is None
 
 
 def test_bad_inputs_are_refused_before_conmon_runs(tmp_path: Path) -> None:
