@@ -453,3 +453,15 @@ def test_exec_tty_without_console_socket_refused(runtime: Runc) -> None:
     proc = codec.structure({"cwd": "/", "args": ["sh"]}, oci.Process)
     with pytest.raises(InvalidArgumentError, match="console_socket"):
         runtime.exec("pk-rt-any", proc, tty=True)
+
+
+def test_stop_paused_container(
+    runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs: Path
+) -> None:
+    cid = new_id()
+    started(runtime, tmp_path, busybox_rootfs, cid, "sleep", "1000")
+    runtime.pause(cid)
+    result = runtime.stop(cid, timeout=0.5)
+    assert result.escalated
+    assert result.exit_status is not None and result.exit_status.exit_code == 137
+    assert runtime.state(cid).status == "stopped"
