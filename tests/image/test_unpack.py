@@ -216,6 +216,32 @@ def test_hostile_layers_refused(store: ImageStore, tmp_path: Path, case: str,
     assert not Path("/etc/evil").exists()
 
 
+def test_hardlink_through_lower_layer_symlink_refused(store: ImageStore,
+                                                      tmp_path: Path) -> None:
+    require_root()
+    lower = Layer().symlink("evil", "/etc").bytes()
+    upper = Layer().hardlink("stolen", "evil/passwd").bytes()
+    img = build_image([lower, upper], ["", ""], {"Cmd": ["x"]})
+    ref = _load(store, img, tmp_path, "hardlink-lower")
+    digest = img.manifest["layers"][1]["digest"]
+    with pytest.raises(UnsafeLayerError, match=rf"{digest}.*'evil/passwd' passes through "
+                                               r"symlink 'evil' of a lower layer"):
+        create_rootfs(store, ref, "pk-img-hl", mode="copy")
+    assert not (store.root / "containers" / "pk-img-hl").exists()
+    assert not any(p.name.startswith(".") for p in (store.root / "snapshots").iterdir())
+    assert not list((store.root / "snapshots").glob("*/fs/stolen"))
+
+
+def test_missing_parent_dir_keeps_lower_metadata(store: ImageStore, tmp_path: Path) -> None:
+    require_root()
+    lower = Layer().dir("home", 0o755).dir("home/u", 0o700, 1000, 1000).bytes()
+    upper = Layer().file("home/u/f", b"f", 0o600, 1000, 1000).bytes()  # no dir entries
+    img = build_image([lower, upper], ["", ""], {"Cmd": ["x"]})
+    snaps = unpack(store, _load(store, img, tmp_path, "parents"))
+    st = os.stat(snaps[1] / "home" / "u")
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 1000, 0o700)
+
+
 def test_huge_pax_header_refused(store: ImageStore, tmp_path: Path) -> None:
     require_root()
     info = tarfile.TarInfo("big")

@@ -156,16 +156,54 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _ensure_parents(root: str, rel: str, name: str, where: str) -> str:
-    """Create the missing parent dirs of ``rel`` under ``root``; refuse symlinked parents."""
+def _lstat_under(base: str, rel: str, name: str, where: str) -> os.stat_result | None:
+    """``lstat`` of ``base/rel`` without following symlinks on the way (None if missing)."""
+    path = base
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        path = os.path.join(path, part)
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if i < len(parts) - 1:
+            if stat.S_ISLNK(st.st_mode):
+                raise UnsafeLayerError(
+                    f"layer{where}: entry {name!r} passes through symlink "
+                    f"{'/'.join(parts[: i + 1])!r} of a lower layer (possible escape)"
+                )
+            if not stat.S_ISDIR(st.st_mode):
+                return None
+    return st
+
+
+def _ensure_parents(root: str, rel: str, name: str, where: str,
+                    parents: list[str] | None = None) -> str:
+    """Create the missing parent dirs of ``rel`` under ``root``; refuse symlinked parents.
+
+    A created dir takes owner, mode and mtime from the same dir in the nearest lower snapshot
+    (so an upper layer that omits a dir entry does not change it in the merged view).
+    """
     parent = root
     parts = rel.split("/")[:-1]
-    for part in parts:
+    for i, part in enumerate(parts):
         parent = os.path.join(parent, part)
         try:
             st = os.lstat(parent)
         except FileNotFoundError:
             os.mkdir(parent, 0o755)
+            sub = "/".join(parts[: i + 1])
+            for lower in reversed(parents or []):
+                try:
+                    lst = _lstat_under(lower, sub, name, where)
+                except UnsafeLayerError:
+                    lst = None
+                if lst is not None:
+                    if stat.S_ISDIR(lst.st_mode):
+                        _chown(parent, lst.st_uid, lst.st_gid)
+                        os.chmod(parent, stat.S_IMODE(lst.st_mode))
+                        os.utime(parent, ns=(lst.st_atime_ns, lst.st_mtime_ns))
+                    break
             continue
         if stat.S_ISLNK(st.st_mode):
             raise UnsafeLayerError(
@@ -205,21 +243,25 @@ def _set_xattrs(path: str, member: tarfile.TarInfo, where: str) -> None:
             ) from None
 
 
-def _copy_up(parents: list[str], rel: str, dest_root: str, where: str) -> bool:
-    """Copy ``rel`` from the nearest parent snapshot into ``dest_root`` (hardlink targets)."""
+def _copy_up(parents: list[str], rel: str, dest_root: str, name: str, where: str) -> bool:
+    """Copy ``rel`` from the nearest lower snapshot into ``dest_root`` (hardlink targets).
+
+    Never follows a symlink of a lower layer on the way, so a hostile lower layer cannot make
+    a host file the target.
+    """
     for parent in reversed(parents):
-        src = os.path.join(parent, rel)
-        try:
-            st = os.lstat(src)
-        except (FileNotFoundError, NotADirectoryError):
+        st = _lstat_under(parent, rel, name, where)
+        if st is None:
             continue
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
             return False  # whited out
         if not stat.S_ISREG(st.st_mode):
             return False
-        _ensure_parents(dest_root, rel, rel, where)
+        _ensure_parents(dest_root, rel, name, where, parents)
         dst = os.path.join(dest_root, rel)
-        shutil.copyfile(src, dst, follow_symlinks=False)
+        fd = os.open(os.path.join(parent, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as src, open(dst, "xb") as out:
+            shutil.copyfileobj(src, out, _CHUNK)
         _chown(dst, st.st_uid, st.st_gid)
         os.chmod(dst, stat.S_IMODE(st.st_mode))
         os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
@@ -234,7 +276,7 @@ def _extract(tf: tarfile.TarFile, root: str, parents: list[str], where: str) -> 
         if not rel:
             continue  # the layer root itself
         base = rel.rsplit("/", 1)[-1]
-        parent = _ensure_parents(root, rel, member.name, where)
+        parent = _ensure_parents(root, rel, member.name, where, parents)
         if base.startswith(_WH_PREFIX):
             if base == _WH_OPAQUE:
                 os.setxattr(parent, OPAQUE_XATTR, b"y")
@@ -277,9 +319,10 @@ def _extract(tf: tarfile.TarFile, root: str, parents: list[str], where: str) -> 
                                      where)
             if not target_rel:
                 raise UnsafeLayerError(f"layer{where}: hardlink {member.name!r} to the root")
-            _ensure_parents(root, target_rel, member.linkname, where)
+            _ensure_parents(root, target_rel, member.linkname, where, parents)
             target = os.path.join(root, target_rel)
-            if not _lexists(target) and not _copy_up(parents, target_rel, root, where):
+            if not _lexists(target) and not _copy_up(parents, target_rel, root,
+                                                     member.linkname, where):
                 raise UnsafeLayerError(
                     f"layer{where}: hardlink {member.name!r} to missing {member.linkname!r}"
                 )
@@ -412,7 +455,14 @@ def _libc_call() -> Any:
     return _libc
 
 
+def _check_option_paths(paths: list[Path]) -> None:
+    for path in paths:
+        if any(c in str(path) for c in ":,\\"):
+            raise OSError(errno.EINVAL, f"path {path} cannot be an overlay mount option")
+
+
 def _mount_overlay(lowers: list[Path], upper: Path, work: Path, target: Path) -> None:
+    _check_option_paths([*lowers, upper, work])
     options = (f"lowerdir={':'.join(str(p) for p in lowers)},upperdir={upper},"
                f"workdir={work},index=off")
     if len(options) >= 4096:
@@ -573,6 +623,7 @@ def _mount_rootfs(cdir: Path, lowers: list[Path], readonly: bool) -> None:
     if readonly:
         if len(ordered) == 1:
             ordered.append(ordered[0])  # overlay needs two lowers without an upper dir
+        _check_option_paths(ordered)
         options = f"lowerdir={':'.join(str(p) for p in ordered)}"
         rc = _libc_call().mount(b"overlay", os.fsencode(target), b"overlay", _MS_RDONLY,
                                 options.encode())
