@@ -6,6 +6,7 @@ import base64
 import json
 import multiprocessing
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -70,16 +71,30 @@ def _hold(path: str, ready: multiprocessing.synchronize.Event, seconds: float) -
         Path(path, "holder-done").write_text(str(time.monotonic_ns()))
 
 
-def test_lock_serialises_processes_and_discard(tmp_path: Path) -> None:
+def test_lock_serialises_processes_and_threads(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     ready = ctx.Event()
     proc = ctx.Process(target=_hold, args=(str(tmp_path), ready, 0.5))
     proc.start()
     assert ready.wait(30)
     cache = cni.ResultCache(tmp_path)
-    with cache.lock("n", "c", "eth0") as lock:
+    with cache.lock("n", "c", "eth0"):
         assert (tmp_path / "holder-done").exists()  # we only got in after the holder left
-        lock.discard()
     proc.join(30)
-    assert not (tmp_path / "locks" / "n-c-eth0.lock").exists()
-    assert os.listdir(tmp_path / "locks") == []
+    with cache.lock("n", "other", "eth0"):  # another attachment is not blocked by this one
+        pass
+    order: list[str] = []
+
+    def worker(tag: str) -> None:
+        with cache.lock("n", "c", "eth0"):
+            order.append(f"{tag}-in")
+            time.sleep(0.2)
+            order.append(f"{tag}-out")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert order in (["a-in", "a-out", "b-in", "b-out"], ["b-in", "b-out", "a-in", "a-out"])
+    assert os.listdir(tmp_path / "locks") == ["attachments.lock"]

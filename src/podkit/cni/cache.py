@@ -13,7 +13,10 @@ import base64
 import binascii
 import contextlib
 import fcntl
+import hashlib
 import os
+import struct
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,6 @@ from podkit.errors import InvalidArgumentError
 
 __all__ = [
     "CACHE_KIND",
-    "AttachmentLock",
     "CacheError",
     "CachedAttachment",
     "ResultCache",
@@ -131,16 +133,32 @@ def _decode_entry(data: bytes, path: str) -> CachedAttachment | None:
         return None
 
 
-class AttachmentLock:
-    """Handle of a held attachment lock (see ``ResultCache.lock``)."""
+def _flock(kind: int, offset: int) -> bytes:
+    """A ``struct flock`` for one byte at ``offset`` (l_pid 0, as OFD locks require)."""
+    return struct.pack("hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)
 
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.discarded = False
 
-    def discard(self) -> None:
-        """Remove the lock file when the lock is released."""
-        self.discarded = True
+def _write_durably(target: Path, data: bytes) -> None:
+    """temp file + fdatasync + rename + directory fsync: readers see old or new, never part."""
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        try:
+            _write_all(fd, data)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _files.fsync_dir(target.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class ResultCache:
@@ -163,37 +181,27 @@ class ResultCache:
         return _files.safe_join(self.results_dir, f"{network}-{container_id}-{ifname}")
 
     @contextlib.contextmanager
-    def lock(self, network: str, container_id: str, ifname: str) -> Iterator[AttachmentLock]:
-        """Hold the attachment's cross-process lock for the ``with`` block.
+    def lock(self, network: str, container_id: str, ifname: str) -> Iterator[None]:
+        """Hold the attachment's cross-process (and cross-thread) lock for the ``with`` block.
 
-        Call ``discard()`` on the yielded handle to remove the lock file on release (after a
-        DEL); waiters notice the unlinked file and retry on a fresh one.
+        One byte of ``<cache_dir>/locks/attachments.lock``, at an offset hashed from the
+        attachment, is locked with an open-file-description lock: no file per attachment is
+        ever created or left behind, and a hash collision only serialises a little more.
         """
         name = self.path(network, container_id, ifname).name
         locks = self.cache_dir / "locks"
-        locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = locks / f"{name}.lock"
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                st = os.stat(path)
-                if st.st_ino == os.fstat(fd).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)  # the file was discarded while we waited: lock the new one
-        handle = AttachmentLock(str(path))
+        path = locks / "attachments.lock"
         try:
-            yield handle
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            offset = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=6).digest(), "big")
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _flock(fcntl.F_WRLCK, offset))
+            yield
         finally:
-            if handle.discarded:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-            os.close(fd)
+            os.close(fd)  # closing the description releases its locks
 
     def write(self, network: str, container_id: str, ifname: str, *, config: bytes,
               netns: str = "", cni_args: Sequence[tuple[str, str]] = (),
@@ -205,7 +213,7 @@ class ResultCache:
         data = encode_entry(container_id=container_id, network=network, ifname=ifname,
                             config=config, netns=netns, cni_args=cni_args,
                             capability_args=capability_args, result=result)
-        _files.atomic_write(target, data, mode=0o600)
+        _write_durably(target, data)
         return target
 
     def read(self, network: str, container_id: str, ifname: str) -> CachedAttachment | None:

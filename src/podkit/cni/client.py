@@ -276,13 +276,8 @@ class CNI:
         if not conf.plugins:
             raise ConfigError(f'network "{conf.name}" has no plugins', conf.source)
         tmo = self._timeout(timeout)
-        with self.cache.lock(conf.name, rt.container_id, rt.ifname) as lock:
-            try:
-                return self._add_locked(conf, rt, tmo, ctx)
-            except BaseException:
-                if not self.cache.path(conf.name, rt.container_id, rt.ifname).exists():
-                    lock.discard()  # nothing is left of this attachment
-                raise
+        with self.cache.lock(conf.name, rt.container_id, rt.ifname):
+            return self._add_locked(conf, rt, tmo, ctx)
 
     def _add_locked(self, conf: NetworkConfigList, rt: RuntimeConf, tmo: float | None,
                     ctx: dict[str, Any]) -> AnyResult:
@@ -346,7 +341,7 @@ class CNI:
         if conf.disable_check:
             return
         tmo = self._timeout(timeout)
-        with self.cache.lock(conf.name, rt.container_id, rt.ifname) as lock:
+        with self.cache.lock(conf.name, rt.container_id, rt.ifname):
             try:
                 prev = self.cache.read_result(conf.name, rt.container_id, rt.ifname,
                                               conf.cni_version)
@@ -354,7 +349,6 @@ class CNI:
                 raise CNIError(e.code, f'failed to get network "{conf.name}" cached result: '
                                        f"{e.msg}", **ctx) from None
             if prev is None:
-                lock.discard()
                 raise CNIError(ERR_UNKNOWN_CONTAINER, "no cached result for this attachment "
                                "(CHECK needs a successful ADD first)", **ctx)
             env = self._env("CHECK", rt)
@@ -373,7 +367,7 @@ class CNI:
         """
         ctx = self._ctx(conf, "DEL", rt)
         tmo = self._timeout(timeout)
-        with self.cache.lock(conf.name, rt.container_id, rt.ifname) as lock:
+        with self.cache.lock(conf.name, rt.container_id, rt.ifname):
             prev: AnyResult | None = None
             if version_at_least(conf.cni_version, "0.4.0"):
                 try:
@@ -391,7 +385,6 @@ class CNI:
                                       rt.capability_args)
                 self._run(plugin, path, stdin, env, tmo, ctx)
             self.cache.remove(conf.name, rt.container_id, rt.ifname)
-            lock.discard()
 
     def status(self, conf: NetworkConfigList, *, timeout: float | None = None) -> None:
         """Run STATUS on every plugin (1.1.0 lists; older lists: success without exec).

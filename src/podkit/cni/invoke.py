@@ -293,8 +293,8 @@ class RawExec:
             try:
                 return subprocess.Popen(
                     [plugin_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, env=dict(environ), start_new_session=True,
-                    close_fds=True, cwd="/",
+                    stderr=subprocess.PIPE, env=dict(environ), process_group=0,
+                    close_fds=True,
                 )
             except OSError as e:
                 busy = e.errno == errno.ETXTBSY
@@ -352,11 +352,12 @@ class RawExec:
             timed_out = False
             while True:
                 readers = [k for k in sel.get_map() if k in chunks]
-                if not readers:
-                    break
                 now = time.monotonic()
-                if exited_at is None and proc.poll() is not None:
+                if exited_at is None and (pidfd is None or not readers) \
+                        and proc.poll() is not None:
                     exited_at = now
+                if not readers and (exited_at is not None or pidfd is None):
+                    break
                 limit = deadline
                 if exited_at is not None:
                     limit = exited_at + self.grace if limit is None else min(
@@ -373,7 +374,8 @@ class RawExec:
                         sel.unregister(fd)
                         os.close(fd)
                         pidfd = None
-                        proc.poll()
+                        if proc.poll() is not None and exited_at is None:
+                            exited_at = time.monotonic()
                     elif fd == stdin_fd:
                         try:
                             n = os.write(fd, pending[:65536])
@@ -390,7 +392,7 @@ class RawExec:
                         else:
                             sel.unregister(fd)
             if not timed_out and proc.poll() is None:
-                # pipes closed before the deadline: wait for the exit within what is left
+                # only without pidfd: pipes closed before the deadline, wait for the exit
                 try:
                     proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
