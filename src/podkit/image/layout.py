@@ -300,6 +300,8 @@ def _import_docker(store: ImageStore, src: _Source, ref: Reference | None,
             raise ReferenceError(f"{where}: image has no RepoTags: pass a reference")
         with src.open(entry["Config"]) as f:
             config_raw = f.read(_MAX_JSON + 1)
+        if len(config_raw) > _MAX_JSON:
+            raise ImageError(f"{where}: config {entry['Config']} is too big for a JSON document")
         config_digest = store.put_blob(config_raw, f" (config of {where})")
         layer_descs = []
         for path in layers:
