@@ -83,7 +83,7 @@ def bench_refresh(tmp: Path) -> list[tuple[str, float, float, str]]:
         def refresh(d: Path = d) -> None:
             c = cdi.Cache([d], auto_refresh=False)
             assert len(c.list_devices()) == 2 * N_FILES, c.errors
-        cdi_t, raw_t = best_pair(refresh, plain, 5 if ext == "json" else 2)
+        cdi_t, raw_t = best_pair(refresh, plain, 7 if ext == "json" else 2)
         target = "<= 4x" if ext == "json" else ""
         rows.append((f"cold refresh, {N_FILES} {ext.upper()} files", cdi_t, raw_t, target))
     return rows

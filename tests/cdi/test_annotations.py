@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from podkit import cdi
@@ -56,8 +58,8 @@ def test_update_annotations() -> None:
     assert out == {"other": "x", "cdi.k8s.io/vendor.gpu_claim_1": "vendor.com/gpu=0"}
     assert orig == {"other": "x"}
     assert cdi.update_annotations(None, "p", "d", []) == {"cdi.k8s.io/p_d": ""}
-    with pytest.raises(cdi.AnnotationError, match='CDI annotation failed, key '
-                                                  '"cdi.k8s.io/vendor.gpu_claim_1" used'):
+    with pytest.raises(cdi.AnnotationError, match=re.escape(
+            'CDI annotation failed, key "cdi.k8s.io/vendor.gpu_claim_1" used')):
         cdi.update_annotations(out, "vendor.gpu", "claim/1", ["vendor.com/gpu=1"])
     with pytest.raises(cdi.AnnotationError, match="CDI annotation failed: invalid plugin name"):
         cdi.update_annotations(out, "", "d", [])

@@ -248,7 +248,11 @@ class Cache:
                 cb()
 
     def add_listener(self, callback: Callable[[], None]) -> None:
-        """Call ``callback()`` (from the watcher thread) whenever a spec directory changes."""
+        """Call ``callback()`` (from the watcher thread) whenever a spec directory changes.
+
+        The callback runs on watchdog's thread: keep it short and do not call the cache from
+        it (wake another thread instead, or use :meth:`wait_for_change`).
+        """
         self._listeners.append(callback)
 
     def wait_for_change(self, timeout: float | None = None) -> bool:

@@ -543,13 +543,16 @@ def _no_dup_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_no_dup_pairs)
+
+
 def _load_document(data: str | bytes, fmt: str | None) -> tuple[Any, bool]:
     """Decode a JSON or YAML document; returns (value, came_from_yaml)."""
     text = data.decode("utf-8") if isinstance(data, bytes) else data
     first = _FIRST_CHAR.match(text)
     if fmt != "yaml" and first is not None and first.group(1) in ("{", "["):
         try:
-            return json.loads(text, object_pairs_hook=_no_dup_pairs), False
+            return _JSON_DECODER.decode(text), False
         except json.JSONDecodeError:
             pass  # not JSON after all: YAML is a superset, let the YAML parser say what's wrong
     try:
