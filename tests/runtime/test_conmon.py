@@ -316,6 +316,20 @@ def test_start_failure_reports_runtime_message_and_leaks_nothing(env: Env) -> No
 
 
 @pytest.mark.integration
+def test_bad_bundle_reports_runtime_message(env: Env) -> None:
+    cid = env.new_id("badcfg")
+    bundle = env.bundle(cid, ["true"])
+    (bundle / "config.json").write_text('{"ociVersion": "1.0.2", "process": ')
+    with pytest.raises(OCIRuntimeError) as info:
+        env.conmon.create(cid, bundle)
+    # the runtime's own words: runc "unexpected EOF", crun "error loading config.json"
+    assert info.value.message.startswith(env.binary)
+    assert re.search(r"unexpected EOF|error loading config\.json", info.value.message)
+    assert not env.conmon.container_dir(cid).exists()
+    assert conmon_pids_for(cid) == []
+
+
+@pytest.mark.integration
 def test_duplicate_id_is_refused(env: Env) -> None:
     cid = env.new_id("dup")
     env.conmon.create(cid, env.bundle(cid, ["sleep", "600"]))
