@@ -58,44 +58,59 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real ``docker-registry`` on 127.0.0.1:<free port>; yields ``127.0.0.1:<port>``."""
-    require_isolated()
+def start_registry(tmp: Path, tls: tuple[Path, Path] | None = None,
+                   ) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``docker-registry`` on 127.0.0.1:<free port> (TLS with ``(cert, key)``)."""
     binary = require_binary("docker-registry")
-    tmp = tmp_path_factory.mktemp("registry")
     port = free_port()
     config = tmp / "config.yml"
+    tls_conf = f"  tls:\n    certificate: {tls[0]}\n    key: {tls[1]}\n" if tls else ""
     config.write_text(
         "version: 0.1\n"
         "log:\n  level: error\n  accesslog:\n    disabled: true\n"
         f"storage:\n  filesystem:\n    rootdirectory: {tmp / 'data'}\n"
         "  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n{tls_conf}"
     )
     log = open(tmp / "registry.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,
                             env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("docker-registry did not start: "
-                                + (tmp / "registry.log").read_text()[-2000:])
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
+    log.close()
+    deadline = time.monotonic() + 20
+    while True:
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_registry(proc)
+                pytest.fail("docker-registry did not start: "
+                            + (tmp / "registry.log").read_text()[-2000:])
+            time.sleep(0.05)
+    return proc, f"127.0.0.1:{port}"
+
+
+def stop_registry(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a registry started by :func:`start_registry` (by PID)."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real ``docker-registry`` on 127.0.0.1:<free port>; yields ``127.0.0.1:<port>``."""
+    require_isolated()
+    proc, host = start_registry(tmp_path_factory.mktemp("registry"))
+    try:
+        urllib.request.urlopen(f"http://{host}/v2/", timeout=5).close()
+        yield host
+    finally:
+        stop_registry(proc)
 
 
 class FakeRegistry:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import ssl
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from image.conftest import FakeRegistry
+from conftest import require_binary, require_isolated
+from image.conftest import FakeRegistry, start_registry, stop_registry
 from image.imagebuild import BuiltImage, Layer, build_image, build_index, write_layout
 from podkit.image import (
     BlobNotFoundError,
@@ -107,6 +110,31 @@ def test_multi_platform_index_pull(registry: str, sample_layers_raw: list[bytes]
     assert image.manifest.digest == mine.descriptor["digest"]
     assert store.config(image).cmd == ("mine",)
     assert not store.has_blob(other.manifest["layers"][0]["digest"])
+
+
+def test_https_registry_with_custom_ca(sample: BuiltImage, tmp_path: Path) -> None:
+    require_isolated()
+    openssl = require_binary("openssl")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    (tmp_path / "reg").mkdir()
+    proc, host = start_registry(tmp_path / "reg", tls=(cert, key))
+    try:
+        ref = f"{host}/podkit/tls:v1"
+        src = ImageStore(tmp_path / "src")
+        import_image(src, write_layout(tmp_path / "l", [(sample.descriptor, "v1")],
+                                       sample.blobs), ref)
+        ctx = ssl.create_default_context(cafile=str(cert))
+        push(src, ref, plain_http=False, ssl_context=ctx)
+        image = pull(ImageStore(tmp_path / "dst"), ref, plain_http=False, ssl_context=ctx)
+        assert image.manifest.digest == sample.descriptor["digest"]
+        with pytest.raises(RegistryError, match=r"CERTIFICATE_VERIFY_FAILED"):
+            pull(ImageStore(tmp_path / "untrusted"), ref, plain_http=False, retries=0)
+    finally:
+        stop_registry(proc)
 
 
 def _pull_in_process(root: str, ref: str, q: multiprocessing.Queue[int]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,31 @@ def test_corrupt_record_is_reported(imported: ImageStore) -> None:
     record.write_text("{not json")
     with pytest.raises(ImageError, match=f"corrupt image record {record}"):
         store.get("localhost/podkit/app:v1")
+
+
+def test_gc_waits_for_writers(imported: ImageStore) -> None:
+    store = imported
+    stray = store.put_blob(b"about to be referenced")
+    entered, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with store.hold():
+            entered.set()
+            release.wait(10)
+
+    w = threading.Thread(target=writer)
+    w.start()
+    entered.wait(10)
+    result: list[object] = []
+    g = threading.Thread(target=lambda: result.append(store.gc()))
+    g.start()
+    g.join(0.3)
+    assert g.is_alive() and not result  # blocked while the writer holds the store
+    assert store.has_blob(stray)
+    release.set()
+    w.join(10)
+    g.join(10)
+    assert not g.is_alive() and not store.has_blob(stray)
 
 
 def _writer(root: str, data: bytes, q: multiprocessing.Queue[bool]) -> None:
