@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import _leaks
 from conftest import require, require_isolated
 from podkit import cni, netns
 
@@ -82,6 +83,7 @@ def bridge_list(name: str, data_dir: Path, *extra: dict[str, Any], version: str 
                 masq: bool = True, ranges: list[Any] | None = None,
                 **flags: Any) -> cni.NetworkConfigList:
     n = next(_subnets)
+    _leaks.register_ipam_dir(data_dir)  # the session leak check lists its reservations too
     bridge = {"type": "bridge", "bridge": f"pk-cni-br{n}", "isGateway": True, "ipMasq": masq,
               "ipam": {"type": "host-local", "dataDir": str(data_dir),
                        "ranges": ranges or [[{"subnet": f"10.88.{n}.0/24"}]],
@@ -278,16 +280,30 @@ def test_del_after_netns_is_gone(client: cni.CNI, tmp_path: Path) -> None:
     assert client.cached_attachments() == []
 
 
+def test_missing_netns_is_a_clear_error_and_leaks_nothing(client: cni.CNI,
+                                                         tmp_path: Path) -> None:
+    data = tmp_path / "ipam"
+    conf = bridge_list("pk-cni-nons", data, PORTMAP, masq=False)
+    missing = "/run/netns/pk-cni-does-not-exist"
+    with pytest.raises(cni.CNIError) as info:
+        client.add(conf, cni.RuntimeConf("pk-cni-nn1", missing, "eth0"))
+    err = info.value
+    assert (err.plugin, err.network, err.container_id) == ("bridge", "pk-cni-nons", "pk-cni-nn1")
+    assert missing in str(err)
+    assert reservations(data, "pk-cni-nons") == []
+    assert client.cached_attachments() == []
+
+
 def test_parallel_adds_get_distinct_ips(client: cni.CNI, tmp_path: Path) -> None:
     data = tmp_path / "ipam"
     conf = bridge_list("pk-cni-par", data, masq=False)
-    spaces = [netns.create(f"pk-cni-p{i}-{uuid.uuid4().hex[:6]}") for i in range(16)]
+    spaces = [netns.create(f"pk-cni-p{i}-{uuid.uuid4().hex[:6]}") for i in range(20)]
     try:
         rts = [cni.RuntimeConf(f"pk-cni-par{i}", s.path, "eth0") for i, s in enumerate(spaces)]
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda rt: client.add(conf, rt), rts))
         addrs = [r.ips[0].address for r in results]
-        assert len(set(addrs)) == 16
+        assert len(set(addrs)) == 20
         assert reservations(data, "pk-cni-par") == sorted(a.split("/")[0] for a in addrs)
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda rt: client.delete(conf, rt), rts))
