@@ -78,6 +78,9 @@ def test_inject(specdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert oci.Spec.from_json(out).process.env == ["PATH=/bin", "SPEC=1", "ZERO=1"]  # type: ignore[union-attr]
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "inject", str(cfg), "a.com/b=c")
     assert rc == 1 and "unresolvable CDI devices a.com/b=c" in err
+    rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "inject",
+                     str(tmp_path / "missing.json"), "vendor.com/dev=zero")
+    assert rc == 1 and "cannot read OCI spec" in err and "missing.json" in err
 
 
 def test_watch_prints_changes(specdir: Path) -> None:

@@ -9,6 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podkit import cdi, oci
 from podkit.cdi.edits import apply_edits, merge_edits
@@ -355,3 +357,28 @@ def test_apply_order_and_json_output(host: FakeHost) -> None:
     assert d["hooks"] == {"createContainer": [{"path": "/bin/h"}]}
     assert d["mounts"] == [{"destination": "/c", "source": "/h", "options": ["rbind"]}]
     assert oci.Spec.from_dict(d) == spec
+
+
+_keys = st.sampled_from(["A", "B", "C", "PATH", "X_Y"])
+_envs = st.lists(st.builds(lambda k, v: f"{k}={v}", _keys, st.text("abc=", max_size=3)),
+                 max_size=6)
+
+
+@given(original=_envs, cdi_env=_envs)
+def test_env_property_last_writer_wins_first_position_kept(
+    original: list[str], cdi_env: list[str]
+) -> None:
+    spec = oci.Spec(process=oci.Process(env=list(original)))
+    apply_edits(spec, E(env=cdi_env), stat=FakeHost())
+    assert spec.process is not None
+    result = spec.process.env or []
+    last = {e.partition("=")[0]: e for e in cdi_env}
+    # every CDI key ends with its last CDI value, exactly where the key first appeared
+    first_keys = list(dict.fromkeys(e.partition("=")[0] for e in [*original, *cdi_env]))
+    result_keys = [e.partition("=")[0] for e in result]
+    assert len(result) == len(original) + len(
+        [k for k in dict.fromkeys(e.partition("=")[0] for e in cdi_env)
+         if k not in {o.partition("=")[0] for o in original}])
+    for k, v in last.items():
+        assert result[result_keys.index(k)] == v
+    assert [k for k in dict.fromkeys(result_keys)] == first_keys

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podkit import cdi
 from podkit.cdi import names
+
+from . import strategies
 
 
 @pytest.mark.parametrize(
@@ -97,3 +101,23 @@ def test_device_name_may_start_with_digit_and_contain_colon() -> None:
     cdi.validate_device_name("0:1.2_3-4")
     with pytest.raises(cdi.InvalidNameError):
         cdi.validate_device_name("a=b")
+
+
+@given(vendor=strategies.vendor_names, class_=strategies.vendor_names,
+       name=strategies.device_names)
+def test_qualified_name_round_trip(vendor: str, class_: str, name: str) -> None:
+    q = cdi.qualified_name(vendor, class_, name)
+    assert cdi.is_qualified_name(q)
+    assert cdi.parse_qualified_name(q) == (vendor, class_, name)
+    assert cdi.parse_device(q) == (vendor, class_, name)
+
+
+@given(text=st.text(max_size=30))
+def test_parse_never_crashes_and_agrees_with_is_qualified(text: str) -> None:
+    try:
+        parts = cdi.parse_qualified_name(text)
+    except cdi.InvalidNameError as e:
+        assert text in str(e)
+        assert not cdi.is_qualified_name(text)
+    else:
+        assert cdi.qualified_name(*parts) == text

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from podkit import cdi, oci
+from podkit.errors import InvalidArgumentError
 
 
 def _cache(args: argparse.Namespace, *, auto_refresh: bool = False) -> cdi.Cache:
@@ -101,7 +102,14 @@ def _dirs(args: argparse.Namespace) -> int:
 
 
 def _inject(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.oci_json == "-" else open(args.oci_json).read()  # noqa: SIM115
+    try:
+        if args.oci_json == "-":
+            text = sys.stdin.read()
+        else:
+            with open(args.oci_json) as f:
+                text = f.read()
+    except OSError as e:
+        raise InvalidArgumentError(f"cannot read OCI spec {args.oci_json}: {e.strerror}") from e
     spec = oci.Spec.from_json(text)
     with _cache(args) as c:
         c.inject_devices(spec, args.names)
