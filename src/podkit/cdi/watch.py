@@ -290,6 +290,8 @@ class SpecDirWatcher:
             if path is None:
                 continue
             if mask & _SELF_GONE:
+                if mask & _IN_IGNORED:  # the kernel dropped this watch: forget its wd
+                    del self._wd_paths[wd]
                 rewatch = True
                 continue
             fname = os.fsdecode(name)
