@@ -364,11 +364,11 @@ def test_hanging_plugin_is_killed_and_rolled_back(pod_netns: Callable[[], str],
     pidfile = tmp_path / "pid"
     hang = {"type": "pk-test", "hang": ["ADD"], "grandchild": ["ADD"], "pidfile": str(pidfile)}
     conf = bridge_list("pk-cni-hang", data, hang, masq=False)
-    c = cni.CNI([str(plugins), CNI_BIN], cache_dir=tmp_path / "cache", timeout=2)
+    c = cni.CNI([str(plugins), CNI_BIN], cache_dir=tmp_path / "cache", timeout=3)
     ns = pod_netns()
     with pytest.raises(cni.PluginTimeoutError) as info:
         c.add(conf, cni.RuntimeConf("pk-cni-h1", ns, "eth0"))
-    assert info.value.plugin == "pk-test" and "timed out after 2s" in str(info.value)
+    assert info.value.plugin == "pk-test" and "timed out after 3s" in str(info.value)
     assert reservations(data, "pk-cni-hang") == []
     grandchild = int(pidfile.read_text())
     stat = Path(f"/proc/{grandchild}/stat")

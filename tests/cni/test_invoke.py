@@ -203,8 +203,8 @@ def test_rawexec_timeout_kills_whole_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     stdin = json.dumps({"cniVersion": "1.1.0", "hang": ["ADD"], "grandchild": ["ADD"],
                         "pidfile": str(pidfile)}).encode()
-    with pytest.raises(cni.PluginTimeoutError, match="timed out after 1s"):
-        RawExec().exec_plugin(str(PLUGINS / "pk-test"), stdin, _env(), 1.0)
+    with pytest.raises(cni.PluginTimeoutError, match="timed out after 3s"):
+        RawExec().exec_plugin(str(PLUGINS / "pk-test"), stdin, _env(), 3.0)
     grandchild = int(pidfile.read_text())
     for _ in range(100):  # SIGKILL delivery is asynchronous; wait for the reaper
         if not _alive(grandchild):
@@ -230,8 +230,8 @@ def test_rawexec_retries_text_file_busy(tmp_path: Path) -> None:
     shutil.copy(PLUGINS / "pk-test", plugin)
     fd = os.open(plugin, os.O_WRONLY)  # exec now fails with ETXTBSY
     threading.Timer(0.3, os.close, args=(fd,)).start()
-    out = RawExec(busy_delay=0.2).exec_plugin(str(plugin), b'{"cniVersion":"1.1.0"}',
-                                              _env(), 30)
+    patient = RawExec(busy_delay=0.1, busy_retries=50)
+    out = patient.exec_plugin(str(plugin), b'{"cniVersion":"1.1.0"}', _env(), 30)
     assert cni.parse_result(out).cni_version == "1.1.0"
     fd = os.open(plugin, os.O_WRONLY)
     try:

@@ -30,7 +30,7 @@ from podkit.cni.invoke import (
 )
 from podkit.cni.types import ALL_VERSIONS, ERR_INVALID_NETWORK_CONFIG, ERR_UNKNOWN, CNIError
 
-__all__ = ["FakeCall", "FakeExec", "Handler"]
+__all__ = ["FakeCall", "FakeExec", "Handler", "timeout_error"]
 
 
 @attrs.frozen
