@@ -35,6 +35,7 @@ from podkit.oci._fields import INT_RANGES
 __all__ = [
     "SpecError",
     "WireField",
+    "copy_json",
     "deep_copy",
     "dump",
     "dumps",
@@ -60,8 +61,16 @@ class SpecError(InvalidArgumentError):
         super().__init__(f"{where}{path}: {message}")
 
 
-Decoder = Callable[[Any, str], Any]
+Decoder = Callable[[Any], Any]
 Encoder = Callable[[Any], Any]
+
+
+class _Fail(Exception):
+    """A decoding error on its way up; containers add their key or index (innermost first)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.where: list[str | int] = []
 
 
 def _camel(name: str) -> str:
@@ -79,6 +88,13 @@ def key_path(path: str, key: str) -> str:
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
 
 
+def _path_of(where: list[str | int]) -> str:
+    path = "$"
+    for part in reversed(where):
+        path = f"{path}[{part}]" if isinstance(part, int) else key_path(path, part)
+    return path
+
+
 def _type_name(v: Any) -> str:
     if v is None:
         return "null"
@@ -86,49 +102,88 @@ def _type_name(v: Any) -> str:
             dict: "object"}.get(type(v), type(v).__name__)
 
 
-def _str(v: Any, path: str) -> str:
+def copy_json(v: Any) -> Any:
+    """A deep copy of a plain JSON value (faster than ``copy.deepcopy``)."""
+    if type(v) is dict:
+        return {k: copy_json(x) for k, x in v.items()}
+    if type(v) is list:
+        return [copy_json(x) for x in v]
+    if isinstance(v, (dict, list)):
+        return copy.deepcopy(v)
+    return v
+
+
+def _str(v: Any) -> str:
     if type(v) is not str:
-        raise SpecError(path, f"expected a string, got {_type_name(v)} {v!r}")
+        raise _Fail(f"expected a string, got {_type_name(v)} {v!r}")
     return v
 
 
-def _bool(v: Any, path: str) -> bool:
+def _bool(v: Any) -> bool:
     if type(v) is not bool:
-        raise SpecError(path, f"expected a boolean, got {_type_name(v)} {v!r}")
+        raise _Fail(f"expected a boolean, got {_type_name(v)} {v!r}")
     return v
-
-
-def _any(v: Any, path: str) -> Any:
-    return copy.deepcopy(v) if isinstance(v, (dict, list)) else v
 
 
 def _int_decoder(kind: str) -> Decoder:
     lo, hi = INT_RANGES[kind]
 
-    def dec(v: Any, path: str) -> int:
+    def dec(v: Any) -> int:
         if type(v) is not int:
-            raise SpecError(path, f"expected an integer ({kind}), got {_type_name(v)} {v!r}")
+            raise _Fail(f"expected an integer ({kind}), got {_type_name(v)} {v!r}")
         if not lo <= v <= hi:
-            raise SpecError(path, f"{v} is out of range for {kind} [{lo}, {hi}]")
+            raise _Fail(f"{v} is out of range for {kind} [{lo}, {hi}]")
         return v
 
     return dec
 
 
 def _list_decoder(item: Decoder) -> Decoder:
-    def dec(v: Any, path: str) -> list[Any]:
+    if item is _str:  # the common case (args, env, options, paths): no call per item
+
+        def dec_str(v: Any) -> list[Any]:
+            if type(v) is not list:
+                raise _Fail(f"expected an array, got {_type_name(v)} {v!r}")
+            for x in v:
+                if type(x) is not str:
+                    break
+            else:
+                return list(v)
+            return _list_slow(v, item)
+
+        return dec_str
+
+    def dec(v: Any) -> list[Any]:
         if type(v) is not list:
-            raise SpecError(path, f"expected an array, got {_type_name(v)} {v!r}")
-        return [item(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            raise _Fail(f"expected an array, got {_type_name(v)} {v!r}")
+        return _list_slow(v, item)
 
     return dec
 
 
+def _list_slow(v: list[Any], item: Decoder) -> list[Any]:
+    out = []
+    for i, x in enumerate(v):
+        try:
+            out.append(item(x))
+        except _Fail as e:
+            e.where.append(i)
+            raise
+    return out
+
+
 def _dict_decoder(value: Decoder) -> Decoder:
-    def dec(v: Any, path: str) -> dict[str, Any]:
+    def dec(v: Any) -> dict[str, Any]:
         if type(v) is not dict:
-            raise SpecError(path, f"expected an object, got {_type_name(v)} {v!r}")
-        return {k: value(x, key_path(path, k)) for k, x in v.items()}
+            raise _Fail(f"expected an object, got {_type_name(v)} {v!r}")
+        out = {}
+        for k, x in v.items():
+            try:
+                out[k] = value(x)
+            except _Fail as e:
+                e.where.append(k)
+                raise
+        return out
 
     return dec
 
@@ -146,7 +201,7 @@ def _decoder_for(tp: Any, kind: str | None) -> Decoder:
     if tp is int:
         return _int_decoder(kind or "int64")
     if tp is Any:
-        return _any
+        return copy_json
     if origin is list:
         (item,) = typing.get_args(tp)
         return _list_decoder(_decoder_for(item, kind))
@@ -154,7 +209,7 @@ def _decoder_for(tp: Any, kind: str | None) -> Decoder:
         _, value = typing.get_args(tp)
         return _dict_decoder(_decoder_for(value, kind))
     if attrs.has(tp):
-        return lambda v, path: _structure_cls(v, tp, path)
+        return lambda v: _structure_cls(v, tp)
     raise TypeError(f"podkit.oci.codec: no decoder for {tp!r}")
 
 
@@ -165,7 +220,7 @@ def _encoder_for(tp: Any) -> Encoder | None:
         (tp,) = [a for a in typing.get_args(tp) if a is not type(None)]
         origin = typing.get_origin(tp)
     if tp is Any:
-        return copy.deepcopy
+        return copy_json
     if origin is list:
         item = _encoder_for(typing.get_args(tp)[0])
         if item is None:
@@ -231,25 +286,32 @@ def wire_fields(cls: type) -> tuple[WireField, ...]:
     return _table(cls).fields
 
 
-def _structure_cls(data: Any, cls: type[T], path: str) -> T:
+def _structure_cls(data: Any, cls: type[T]) -> T:
     if type(data) is not dict:
-        raise SpecError(path, f"expected an object ({cls.__name__}), got {_type_name(data)}")
+        raise _Fail(f"expected an object ({cls.__name__}), got {_type_name(data)}")
     table = _table(cls)
+    by_wire = table.by_wire
     kwargs: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in data.items():
-        f = table.by_wire.get(key)
+        f = by_wire.get(key)
         if f is None:
-            extra[key] = copy.deepcopy(value)
+            extra[key] = copy_json(value)
         elif value is None:
             extra[key] = None  # explicit null: absent for podkit, written back as null
         else:
-            kwargs[f.name] = f.decode(value, key_path(path, key))
+            try:
+                kwargs[f.name] = f.decode(value)
+            except _Fail as e:
+                e.where.append(key)
+                raise
     for f in table.required:
         if f.name not in kwargs:
             if f.wire in extra:
-                raise SpecError(key_path(path, f.wire), "required key must not be null")
-            raise SpecError(path, f"missing required key {f.wire!r}")
+                null = _Fail("required key must not be null")
+                null.where.append(f.wire)
+                raise null
+            raise _Fail(f"missing required key {f.wire!r}")
     obj = cls(**kwargs)
     if extra:
         obj.extra = extra  # type: ignore[attr-defined]
@@ -257,13 +319,14 @@ def _structure_cls(data: Any, cls: type[T], path: str) -> T:
 
 
 def structure(data: Any, cls: type[T], *, source: str | None = None) -> T:
-    """Decode a JSON value into model ``cls``; raise ``SpecError`` with the JSON path."""
+    """Decode a JSON value into model ``cls``; raise ``SpecError`` with the JSON path.
+
+    The input is not modified and nothing in the result aliases it.
+    """
     try:
-        return _structure_cls(data, cls, "$")
-    except SpecError as e:
-        if source and not e.source:
-            raise SpecError(e.path, e.message, source) from None
-        raise
+        return _structure_cls(data, cls)
+    except _Fail as e:
+        raise SpecError(_path_of(e.where), e.message, source) from None
 
 
 def unstructure(obj: Any) -> dict[str, Any]:
@@ -276,7 +339,7 @@ def unstructure(obj: Any) -> dict[str, Any]:
     extra: dict[str, Any] = obj.extra
     for key, value in extra.items():
         if key not in out:
-            out[key] = copy.deepcopy(value)
+            out[key] = copy_json(value)
     return out
 
 

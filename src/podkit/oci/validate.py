@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -254,31 +254,87 @@ def _check_model(obj: Any, path: str, out: list[Problem]) -> None:
             out.append(Problem(path, f"missing required key {f.wire!r}"))
 
 
+Pred = Callable[[Any], bool]
+
+
+def _pred_for(tp: Any, kind: str | None) -> Pred:
+    """A fast yes/no check that ``value`` has the wire type ``tp`` (the detailed walk explains)."""
+    tp = _strip_optional(tp)
+    origin = typing.get_origin(tp)
+    if tp is str or tp is bool:
+        return lambda v: type(v) is tp
+    if tp is int:
+        lo, hi = INT_RANGES[kind or "int64"]
+        return lambda v: type(v) is int and lo <= v <= hi
+    if origin is list:
+        item = _pred_for(typing.get_args(tp)[0], kind)
+        return lambda v: type(v) is list and all(item(x) for x in v)
+    if origin is dict:
+        value = _pred_for(typing.get_args(tp)[1], kind)
+        return lambda v: type(v) is dict and all(
+            type(k) is str and value(x) for k, x in v.items())
+    if attrs.has(tp):
+        return lambda v: type(v) is tp and _well_typed(v)
+    raise TypeError(f"podkit.oci.validate: no check for {tp!r}")
+
+
+_Plan = tuple[tuple[str, bool, Pred, str, bool], ...]
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type) -> _Plan:
+    """Per field: attribute, required, type check, wire name, whether it can hold models."""
+    cached = _PLANS.get(cls)
+    if cached is not None:
+        return cached
+    plan = []
+    for f in wire_fields(cls):
+        tp = _strip_optional(f.type)
+        inner = [tp, *typing.get_args(tp)]
+        plan.append((f.name, f.required, _pred_for(f.type, f.int_kind), f.wire,
+                     any(attrs.has(t) for t in inner)))
+    _PLANS[cls] = tuple(plan)
+    return _PLANS[cls]
+
+
+def _well_typed(obj: Any) -> bool:
+    for name, required, pred, _, _ in _plan(type(obj)):
+        value = getattr(obj, name)
+        if value is None:
+            if required:
+                return False
+        elif not pred(value):
+            return False
+    return True
+
+
 def _nulls(obj: Any, path: str) -> Iterator[Problem]:
     """Explicit JSON nulls for known keys (kept in ``extra``): the schema allows none of them."""
     extra: dict[str, Any] = obj.extra
-    for f in wire_fields(type(obj)):
-        value = getattr(obj, f.name)
-        p = key_path(path, f.wire)
+    for name, _, _, wire, holds_models in _plan(type(obj)):
+        value = getattr(obj, name)
         if value is None:
-            if f.wire in extra and extra[f.wire] is None:
-                yield Problem(p, "null is not allowed here")
+            if extra and wire in extra and extra[wire] is None:
+                yield Problem(key_path(path, wire), "null is not allowed here")
             continue
-        if isinstance(value, list):
-            items = [(f"{p}[{i}]", v) for i, v in enumerate(value)]
-        elif isinstance(value, dict):
-            items = [(key_path(p, k), v) for k, v in value.items()]
+        if not holds_models:
+            continue
+        p = key_path(path, wire)
+        if type(value) is list:
+            for i, item in enumerate(value):
+                yield from _nulls(item, f"{p}[{i}]")
+        elif type(value) is dict:
+            for k, item in value.items():
+                yield from _nulls(item, key_path(p, k))
         else:
-            items = [(p, value)]
-        for item_path, item in items:
-            if attrs.has(type(item)):
-                yield from _nulls(item, item_path)
+            yield from _nulls(value, p)
 
 
 def _structural(obj: Any) -> tuple[list[Problem], bool]:
     """(problems, well_typed): type/range/required problems first, then explicit nulls."""
     out: list[Problem] = []
-    _check_model(obj, "$", out)
+    if not _well_typed(obj):
+        _check_model(obj, "$", out)
     well_typed = not out
     if well_typed:
         out.extend(_nulls(obj, "$"))
@@ -434,10 +490,11 @@ def _check_namespaces(spec: Spec) -> Iterator[Problem]:
 
 def _check_uts(spec: Spec) -> Iterator[Problem]:
     namespaces = (spec.linux.namespaces if spec.linux else None) or []
-    own_uts = any(ns.type == "uts" and ns.path is None for ns in namespaces)
+    # Like runc: a uts namespace entry (new, or joined by path as CRI containers do) is enough.
+    own_uts = any(ns.type == "uts" for ns in namespaces)
     for key, value in (("hostname", spec.hostname), ("domainname", spec.domainname)):
         if value and not own_uts:
-            yield Problem(f"$.{key}", f"setting {key} needs a new uts namespace")
+            yield Problem(f"$.{key}", f"setting {key} needs a uts namespace (not the host's)")
 
 
 def _check_devices(spec: Spec) -> Iterator[Problem]:
