@@ -98,3 +98,26 @@ def test_lock_serialises_processes_and_threads(tmp_path: Path) -> None:
         t.join()
     assert order in (["a-in", "a-out", "b-in", "b-out"], ["b-in", "b-out", "a-in", "a-out"])
     assert os.listdir(tmp_path / "locks") == ["attachments.lock"]
+
+
+def test_network_lock_excludes_attachment_locks(tmp_path: Path) -> None:
+    cache = cni.ResultCache(tmp_path)
+    order: list[str] = []
+    entered = threading.Event()
+
+    def holder() -> None:
+        with cache.lock("n", "c", "eth0"):
+            order.append("del-in")
+            entered.set()
+            time.sleep(0.3)
+            order.append("del-out")
+
+    t = threading.Thread(target=holder)
+    t.start()
+    assert entered.wait(30)
+    with cache.lock("other", "c", "eth0"):  # another network is not affected
+        order.append("other")
+    with cache.network_lock("n"):
+        order.append("gc")
+    t.join()
+    assert order == ["del-in", "other", "del-out", "gc"]

@@ -138,6 +138,11 @@ def _flock(kind: int, offset: int) -> bytes:
     return struct.pack("hhqqi4x", kind, os.SEEK_SET, offset, 1, 0)
 
 
+def _offset(domain: str, name: str) -> int:
+    digest = hashlib.blake2b(f"{domain}:{name}".encode(), digest_size=6).digest()
+    return int.from_bytes(digest, "big")
+
+
 def _write_durably(target: Path, data: bytes) -> None:
     """temp file + fdatasync + rename + directory fsync: readers see old or new, never part."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -180,28 +185,42 @@ class ResultCache:
                 f'("{container_id}"), and interface name ("{ifname}")')
         return _files.safe_join(self.results_dir, f"{network}-{container_id}-{ifname}")
 
+    def _lock_fd(self) -> int:
+        locks = self.cache_dir / "locks"
+        path = locks / "attachments.lock"
+        try:
+            return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+
     @contextlib.contextmanager
     def lock(self, network: str, container_id: str, ifname: str) -> Iterator[None]:
         """Hold the attachment's cross-process (and cross-thread) lock for the ``with`` block.
 
         One byte of ``<cache_dir>/locks/attachments.lock``, at an offset hashed from the
         attachment, is locked with an open-file-description lock: no file per attachment is
-        ever created or left behind, and a hash collision only serialises a little more.
+        ever created or left behind, and a hash collision only serialises a little more. The
+        network's byte is held shared at the same time, so ``network_lock`` (GC) excludes it.
         """
         name = self.path(network, container_id, ifname).name
-        locks = self.cache_dir / "locks"
-        path = locks / "attachments.lock"
+        fd = self._lock_fd()
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except FileNotFoundError:
-            locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            offset = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=6).digest(), "big")
-            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _flock(fcntl.F_WRLCK, offset))
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _flock(fcntl.F_RDLCK, _offset("n", network)))
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _flock(fcntl.F_WRLCK, _offset("a", name)))
             yield
         finally:
             os.close(fd)  # closing the description releases its locks
+
+    @contextlib.contextmanager
+    def network_lock(self, network: str) -> Iterator[None]:
+        """Hold ``network`` exclusively: no ADD/CHECK/DEL of it runs meanwhile (for GC)."""
+        fd = self._lock_fd()
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, _flock(fcntl.F_WRLCK, _offset("n", network)))
+            yield
+        finally:
+            os.close(fd)
 
     def write(self, network: str, container_id: str, ifname: str, *, config: bytes,
               netns: str = "", cni_args: Sequence[tuple[str, str]] = (),

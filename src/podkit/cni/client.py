@@ -365,26 +365,29 @@ class CNI:
         A corrupt or unconvertible cache entry is logged, removed and DEL goes on without
         ``prevResult``. The first plugin failure stops DEL and keeps the entry (retry later).
         """
-        ctx = self._ctx(conf, "DEL", rt)
-        tmo = self._timeout(timeout)
         with self.cache.lock(conf.name, rt.container_id, rt.ifname):
-            prev: AnyResult | None = None
-            if version_at_least(conf.cni_version, "0.4.0"):
-                try:
-                    prev = self.cache.read_result(conf.name, rt.container_id, rt.ifname,
-                                                  conf.cni_version)
-                except CacheError as e:
-                    log.warning('network "%s" container "%s" ifname "%s": ignoring unusable '
-                                "cache entry %s: %s", conf.name, rt.container_id, rt.ifname,
-                                e.path, e.msg)
-                    self.cache.remove(conf.name, rt.container_id, rt.ifname)
-            env = self._env("DEL", rt)
-            for plugin in reversed(conf.plugins):
-                path = self._find(plugin, ctx)
-                stdin = build_request(plugin, conf.name, conf.cni_version, prev,
-                                      rt.capability_args)
-                self._run(plugin, path, stdin, env, tmo, ctx)
-            self.cache.remove(conf.name, rt.container_id, rt.ifname)
+            self._delete_locked(conf, rt, self._timeout(timeout))
+
+    def _delete_locked(self, conf: NetworkConfigList, rt: RuntimeConf,
+                       tmo: float | None) -> None:
+        ctx = self._ctx(conf, "DEL", rt)
+        prev: AnyResult | None = None
+        if version_at_least(conf.cni_version, "0.4.0"):
+            try:
+                prev = self.cache.read_result(conf.name, rt.container_id, rt.ifname,
+                                              conf.cni_version)
+            except CacheError as e:
+                log.warning('network "%s" container "%s" ifname "%s": ignoring unusable '
+                            "cache entry %s: %s", conf.name, rt.container_id, rt.ifname,
+                            e.path, e.msg)
+                self.cache.remove(conf.name, rt.container_id, rt.ifname)
+        env = self._env("DEL", rt)
+        for plugin in reversed(conf.plugins):
+            path = self._find(plugin, ctx)
+            stdin = build_request(plugin, conf.name, conf.cni_version, prev,
+                                  rt.capability_args)
+            self._run(plugin, path, stdin, env, tmo, ctx)
+        self.cache.remove(conf.name, rt.container_id, rt.ifname)
 
     def status(self, conf: NetworkConfigList, *, timeout: float | None = None) -> None:
         """Run STATUS on every plugin (1.1.0 lists; older lists: success without exec).
@@ -413,6 +416,11 @@ class CNI:
             return
         valid = None if valid_attachments is None else [
             (str(c), str(i)) for c, i in valid_attachments]
+        with self.cache.network_lock(conf.name):  # the spec: GC is exclusive with ADD/DEL
+            self._gc_locked(conf, valid, timeout)
+
+    def _gc_locked(self, conf: NetworkConfigList, valid: list[tuple[str, str]] | None,
+                   timeout: float | None) -> None:
         keep = set(valid or ())
         errors: list[BaseException] = []
         for att in self.cache.attachments():
@@ -421,7 +429,7 @@ class CNI:
             rt = RuntimeConf(att.container_id, att.netns, att.ifname, att.cni_args,
                              att.capability_args)
             try:
-                self.delete(conf, rt, timeout=timeout)
+                self._delete_locked(conf, rt, self._timeout(timeout))
             except CNIError as e:
                 errors.append(e)
         if version_at_least(conf.cni_version, "1.1.0"):
