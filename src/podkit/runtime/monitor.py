@@ -34,9 +34,9 @@ import select
 import threading
 from collections.abc import Callable
 
-from podkit.errors import ConflictError, NotFoundError
+from podkit.errors import ConflictError
 from podkit.runtime.base import ExitStatus
-from podkit.runtime.errors import RuntimeTimeoutError
+from podkit.runtime.errors import NotFoundError, RuntimeTimeoutError
 
 __all__ = ["Monitor", "Subscription", "default_monitor", "is_subreaper", "set_subreaper"]
 

@@ -500,6 +500,7 @@ class Runc:
         self._cgroups: dict[str, str] = {}  # id -> linux.cgroupsPath of containers we created
         self._lock = threading.Lock()
         self._tmp: str | None = None
+        self._tmp_users = 0
 
     def __repr__(self) -> str:
         return f"Runc(binary={self.binary!r}, root={str(self.root) if self.root else None!r})"
@@ -542,13 +543,28 @@ class Runc:
         log = str(self.log) if self.log is not None else None
         return [self.path, *self._global_args(log), *args]
 
-    def _tmpdir(self) -> str:
+    @contextlib.contextmanager
+    def _scratch(self) -> Iterator[str]:
+        """A private dir for pid files and process specs, removed when no call uses it.
+
+        On tmpfs (``/dev/shm``) when writable. Reference-counted so concurrent calls share
+        one directory and the last one out removes it: nothing is left behind.
+        """
         with self._lock:
-            if self._tmp is None or not os.path.isdir(self._tmp):
+            if self._tmp is None:
                 shm = "/dev/shm"  # tmpfs: pid files and process specs never touch a disk
                 base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
                 self._tmp = tempfile.mkdtemp(prefix="podkit-runc-", dir=base)
-            return self._tmp
+            self._tmp_users += 1
+            path = self._tmp
+        try:
+            yield path
+        finally:
+            with self._lock:
+                self._tmp_users -= 1
+                if self._tmp_users == 0 and self._tmp is not None:
+                    shutil.rmtree(self._tmp, ignore_errors=True)
+                    self._tmp = None
 
     def _monitor(self) -> Monitor:
         if self.monitor is None:
@@ -870,36 +886,32 @@ class Runc:
         extra: Sequence[str],
     ) -> int:
         monitor = self._monitor()
-        own_pid_file = pid_file is None
-        pid_path = (
-            os.path.join(self._tmpdir(), f"{id}.pid")
-            if pid_file is None
-            else os.path.abspath(pid_file)
-        )
-        # Pass extra files as 3.. in order: dup them to fresh fds and hand them through.
-        args = self._create_args(verb, id, b, pid_path, console_socket, no_pivot,
-                                 no_new_keyring, len(extra_files), extra)
         if extra_files:
             raise UnsupportedOperationError(
-                "extra_files needs fd renumbering that this adapter does not implement yet",
-                args,
+                "extra_files (--preserve-fds) is not supported by this adapter yet",
+                [self.binary, verb, id],
             )
         io = io if io is not None else NullIO()
-        try:
-            self._run(args, io=io, capture=False, timeout=timeout)
-            pid = int(Path(pid_path).read_text().strip())
-        except RuntimeTimeoutError:
-            self._force_delete_quiet(id)
-            _remove_stray_unified_dir(_cgroups_path(b))
-            raise
-        except BaseException:
-            _remove_stray_unified_dir(_cgroups_path(b))
-            raise
-        finally:
-            io.close_after_start()
-            if own_pid_file:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(pid_path)
+        with self._scratch() as scratch:
+            pid_path = (
+                os.path.join(scratch, f"{id}.pid")
+                if pid_file is None
+                else os.path.abspath(pid_file)
+            )
+            args = self._create_args(verb, id, b, pid_path, console_socket, no_pivot,
+                                     no_new_keyring, 0, extra)
+            try:
+                self._run(args, io=io, capture=False, timeout=timeout)
+                pid = int(Path(pid_path).read_text().strip())
+            except RuntimeTimeoutError:
+                self._force_delete_quiet(id)
+                _remove_stray_unified_dir(_cgroups_path(b))
+                raise
+            except BaseException:
+                _remove_stray_unified_dir(_cgroups_path(b))
+                raise
+            finally:
+                io.close_after_start()
         try:
             self._inits[id] = monitor.subscribe(pid)
         except NotFoundError:
@@ -942,23 +954,30 @@ class Runc:
         b = self._bundle(bundle)
         self._check_bundle(b, strict)
         if detach:
-            return self._create_or_run("run", id, b, io, pid_file, console_socket, no_pivot,
-                                       no_new_keyring, (), timeout, ["--detach"])
+            # create + start rather than `run --detach`: crun reaps an init that exits before
+            # `run -d` returns, and its exit code would be lost; this way the monitor has it.
+            pid = self._create_or_run("create", id, b, io, pid_file, console_socket, no_pivot,
+                                      no_new_keyring, (), timeout, [])
+            try:
+                self.start(id, timeout=timeout)
+            except BaseException:
+                self._force_delete_quiet(id)
+                _remove_stray_unified_dir(self._cgroups.pop(id, None))
+                raise
+            return pid
         self._monitor()
-        args = self._create_args("run", id, b, os.path.abspath(pid_file) if pid_file else
-                                 os.path.join(self._tmpdir(), f"{id}.pid"), console_socket,
-                                 no_pivot, no_new_keyring, 0, [])
-        try:
-            res = self._run(args, io=io if io is not None else NullIO(), capture=False,
-                            timeout=timeout if timeout is not None else 0, check=False)
-        except RuntimeTimeoutError:
-            self._force_delete_quiet(id)
-            raise
-        finally:
-            _remove_stray_unified_dir(_cgroups_path(b))
-            if pid_file is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(self._tmpdir(), f"{id}.pid"))
+        with self._scratch() as scratch:
+            pid_path = os.path.abspath(pid_file) if pid_file else os.path.join(scratch, f"{id}.pid")
+            args = self._create_args("run", id, b, pid_path, console_socket, no_pivot,
+                                     no_new_keyring, 0, [])
+            try:
+                res = self._run(args, io=io if io is not None else NullIO(), capture=False,
+                                timeout=timeout if timeout is not None else 0, check=False)
+            except RuntimeTimeoutError:
+                self._force_delete_quiet(id)
+                raise
+            finally:
+                _remove_stray_unified_dir(_cgroups_path(b))
         if res.returncode != 0 and _last_error(res.log):
             self._force_delete_quiet(id)
             raise self._error(res.returncode, self.command(*args), res.log)
@@ -1093,40 +1112,40 @@ class Runc:
                 "exec with a terminal needs console_socket when detached"
             )
         monitor = self._monitor()
-        tmp = self._tmpdir()
-        fd, spec_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-exec-", suffix=".json")
-        own_pid = pid_file is None
-        pid_path = spec_path[:-5] + ".pid" if pid_file is None else os.path.abspath(pid_file)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(codec.unstructure(proc)))
-            args = ["exec", "--process", spec_path, "--pid-file", pid_path]
-            if console_socket is not None:
-                args += ["--console-socket", os.fspath(console_socket)]
-            if detach:
-                args.append("--detach")
-            args.append(id)
-            if detach:
-                self._run(args, io=io if io is not None else NullIO(), capture=False,
-                          timeout=timeout)
-                pid = int(Path(pid_path).read_text().strip())
-                try:
-                    sub: Subscription | None = monitor.subscribe(pid)
-                except NotFoundError:
-                    sub = None
-                return ExecProcess(id=id, pid=pid, subscription=sub)
-            res = self._run(args, io=io if io is not None else NullIO(), capture=False,
-                            timeout=timeout if timeout is not None else 0, check=False,
-                            on_timeout=lambda: self._kill_pid_file(pid_path))
-            if res.returncode != 0 and _last_error(res.log):
-                raise self._error(res.returncode, self.command(*args), res.log)
-            return _status_from_rc(res.returncode)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(spec_path)
-            if own_pid:
+        with self._scratch() as tmp:
+            fd, spec_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-exec-", suffix=".json")
+            own_pid = pid_file is None
+            pid_path = spec_path[:-5] + ".pid" if pid_file is None else os.path.abspath(pid_file)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(json.dumps(codec.unstructure(proc)))
+                args = ["exec", "--process", spec_path, "--pid-file", pid_path]
+                if console_socket is not None:
+                    args += ["--console-socket", os.fspath(console_socket)]
+                if detach:
+                    args.append("--detach")
+                args.append(id)
+                if detach:
+                    self._run(args, io=io if io is not None else NullIO(), capture=False,
+                              timeout=timeout)
+                    pid = int(Path(pid_path).read_text().strip())
+                    try:
+                        sub: Subscription | None = monitor.subscribe(pid)
+                    except NotFoundError:
+                        sub = None
+                    return ExecProcess(id=id, pid=pid, subscription=sub)
+                res = self._run(args, io=io if io is not None else NullIO(), capture=False,
+                                timeout=timeout if timeout is not None else 0, check=False,
+                                on_timeout=lambda: self._kill_pid_file(pid_path))
+                if res.returncode != 0 and _last_error(res.log):
+                    raise self._error(res.returncode, self.command(*args), res.log)
+                return _status_from_rc(res.returncode)
+            finally:
                 with contextlib.suppress(FileNotFoundError):
-                    os.unlink(pid_path)
+                    os.unlink(spec_path)
+                if own_pid:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(pid_path)
 
     def _merged_env(self, id: str, env: Sequence[str]) -> builtins.list[str]:
         """The container's env with ``env`` on top (runc appends ``--env``, crun replaces)."""
@@ -1174,33 +1193,33 @@ class Runc:
 
             raise InvalidArgumentError(f"exec_sync into {id}: empty command")
         self._monitor()
-        tmp = self._tmpdir()
-        fd, pid_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-sync-", suffix=".pid")
-        os.close(fd)
-        os.unlink(pid_path)
-        argv = ["exec", "--pid-file", pid_path]
-        for e in self._merged_env(id, env):
-            argv += ["--env", e]
-        if cwd is not None:
-            argv += ["--cwd", cwd]
-        if user is not None:
-            argv += ["--user", user]
-        argv += [id, *args]
-        out_fd, err_fd = _memfd("exec-stdout"), _memfd("exec-stderr")
-        io = _FdIO(out_fd, err_fd)
-        try:
-            res = self._run(argv, io=io, capture=False,
-                            timeout=timeout if timeout is not None else 0, check=False,
-                            on_timeout=lambda: self._kill_pid_file(pid_path))
-            if res.returncode != 0 and _last_error(res.log):
-                raise self._error(res.returncode, self.command(*argv), res.log)
-            rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
-            return ExecResult(exit_code=rc, stdout=_read_fd(out_fd), stderr=_read_fd(err_fd))
-        finally:
-            os.close(out_fd)
-            os.close(err_fd)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(pid_path)
+        with self._scratch() as tmp:
+            fd, pid_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-sync-", suffix=".pid")
+            os.close(fd)
+            os.unlink(pid_path)
+            argv = ["exec", "--pid-file", pid_path]
+            for e in self._merged_env(id, env):
+                argv += ["--env", e]
+            if cwd is not None:
+                argv += ["--cwd", cwd]
+            if user is not None:
+                argv += ["--user", user]
+            argv += [id, *args]
+            out_fd, err_fd = _memfd("exec-stdout"), _memfd("exec-stderr")
+            io = _FdIO(out_fd, err_fd)
+            try:
+                res = self._run(argv, io=io, capture=False,
+                                timeout=timeout if timeout is not None else 0, check=False,
+                                on_timeout=lambda: self._kill_pid_file(pid_path))
+                if res.returncode != 0 and _last_error(res.log):
+                    raise self._error(res.returncode, self.command(*argv), res.log)
+                rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
+                return ExecResult(exit_code=rc, stdout=_read_fd(out_fd), stderr=_read_fd(err_fd))
+            finally:
+                os.close(out_fd)
+                os.close(err_fd)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(pid_path)
 
     # -- supervision ---------------------------------------------------------------------------
     def wait(self, id: str, timeout: float | None = None) -> ExitStatus:
