@@ -345,6 +345,20 @@ def test_copy_is_deep() -> None:
     assert clone.process is not None and clone.process.env is not None
     clone.process.env.append("B=2")
     assert spec.process is not None and spec.process.env == ["PATH=/bin"]
+    spec.extra["x-ext"] = {"deep": [1]}
+    mounts = copy.deepcopy(spec.mounts)
+    clone = spec.copy()
+    clone.extra["x-ext"]["deep"].append(2)
+    assert clone.linux is not None and clone.linux.resources is not None
+    assert clone.linux.resources.memory is not None
+    clone.linux.resources.memory.limit = 1
+    assert spec.extra["x-ext"] == {"deep": [1]}
+    assert spec.linux is not None and spec.linux.resources is not None
+    assert spec.linux.resources.memory is not None
+    assert spec.linux.resources.memory.limit == 1 << 30
+    assert mounts == spec.mounts and mounts is not spec.mounts
+    assert mounts is not None and spec.mounts is not None
+    assert mounts[1].uid_mappings is not spec.mounts[1].uid_mappings
 
 
 # --- bad input --------------------------------------------------------------------------------

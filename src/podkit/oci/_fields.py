@@ -5,6 +5,7 @@ The codec reads this metadata; models stay plain attrs classes.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, TypeVar, dataclass_transform
 
 import attrs
@@ -54,4 +55,47 @@ def model(cls: type[T]) -> type[T]:
     ``dataclass_transform`` lets type checkers see the generated ``__init__``; ``opt``/``req``
     are plain defaults to them (required keys are enforced by the codec, not the constructor).
     """
-    return attrs.define(cls, slots=True, kw_only=True, eq=True)
+    new = attrs.define(cls, slots=True, kw_only=True, eq=True)
+    new.__deepcopy__ = _model_deepcopy  # type: ignore[attr-defined]
+    return new
+
+
+_SCALARS = (str, int, bool, float, type(None))
+
+
+def _copy_value(v: Any, memo: dict[int, Any]) -> Any:
+    t = type(v)
+    if t in _SCALARS:
+        return v
+    if t is list:
+        if all(type(x) is str for x in v):
+            return list(v)
+        return [_copy_value(x, memo) for x in v]
+    if t is dict:
+        return {k: _copy_value(x, memo) for k, x in v.items()}
+    if t in _NAMES:  # a model (its names are cached once it has been copied)
+        return _model_deepcopy(v, memo)
+    return copy.deepcopy(v, memo)
+
+
+def _model_deepcopy(self: Any, memo: dict[int, Any]) -> Any:
+    """``copy.deepcopy`` for models: JSON-shaped trees copied directly (several times faster)."""
+    cls = type(self)
+    kwargs = {}
+    for name in _names(cls):
+        v = getattr(self, name)
+        if v is None:
+            continue
+        t = type(v)
+        kwargs[name] = v if t is str or t is int or t is bool else _copy_value(v, memo)
+    return cls(**kwargs)
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(cls: type) -> tuple[str, ...]:
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(a.name for a in attrs.fields(cls))
+    return names
