@@ -67,6 +67,7 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runc]:
         rt.delete(cid, force=True)
     assert rt.list() == []
     assert not leftovers, f"test left containers behind: {leftovers}"
+    assert rt._tmp is None, "scratch dir for pid files / process specs left behind"
 
 
 @pytest.fixture

@@ -43,6 +43,8 @@ case "$1" in
   list) echo null;;
   start) sleep 1000 & echo $! > "$CHILD_FILE"; wait;;
   kill) kill -9 $$;;
+  create) sleep 1000 & echo $! > "$CHILD_FILE"; wait;;
+  delete) exit 0;;
   *) echo "unknown command $1" >&2; exit 1;;
 esac
 """
@@ -152,3 +154,22 @@ def test_invalid_ids_never_reach_the_runtime(fake: Runc) -> None:
 def test_signal_names(fake: Runc) -> None:
     with pytest.raises(InvalidArgumentError, match="unknown signal"):
         fake.kill("x", "NOSUCH")
+
+
+def test_create_timeout_kills_and_force_deletes(fake: Runc, tmp_path: Path) -> None:
+    (tmp_path / "rootfs").mkdir()
+    from podkit import oci
+    from podkit.runtime import Bundle
+
+    spec = oci.Spec.from_dict({"ociVersion": "1.0.2", "process": {"cwd": "/", "args": ["x"]}})
+    bundle = Bundle.create(tmp_path / "b", spec, rootfs=tmp_path / "rootfs")
+    with pytest.raises(RuntimeTimeoutError):
+        fake.create("pk-rt-slow", bundle, timeout=0.5)
+    child = int(Path(fake.env["CHILD_FILE"]).read_text())
+    deadline = time.monotonic() + 10
+    while _alive(child):
+        assert time.monotonic() < deadline, f"grandchild {child} survived the timeout"
+        time.sleep(0.02)
+    calls = argv_lines(fake)
+    assert calls[-1].endswith("delete --force pk-rt-slow")
+    assert fake._tmp is None  # the scratch dir for the pid file is gone
