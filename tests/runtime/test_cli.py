@@ -77,3 +77,28 @@ def test_run_and_ps(
         if info:
             shutil.rmtree(info["bundle"], ignore_errors=True)
     assert Runc(rt, root=root).list() == []
+
+
+@pytest.mark.integration
+def test_run_bundle_dir_without_rootfs_flag(
+    tmp_path: Path, busybox_rootfs: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    require_isolated()
+    require_binary("runc")
+    root = tmp_path / "state"
+    _leaks.register_runtime_root(root)
+    cid = f"pk-rt-cli-{uuid.uuid4().hex[:8]}"
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    spec = runc_spec()
+    assert spec.process is not None and spec.linux is not None and spec.root is not None
+    spec.process.args = ["sh", "-c", "echo from-bundle"]
+    spec.process.terminal = True  # overridden by --no-tty
+    spec.linux.cgroups_path = f"/{cid}"
+    spec.root.path = str(busybox_rootfs)
+    spec.dump(bundle / "config.json")
+    before = (bundle / "config.json").read_bytes()
+    assert main(["run", str(bundle), "--no-tty", "--root", str(root), "--id", cid]) == 0
+    assert "from-bundle" in capfd.readouterr().out
+    assert (bundle / "config.json").read_bytes() == before  # the user's bundle is untouched
+    assert Runc("runc", root=root).list() == []
