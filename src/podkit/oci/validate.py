@@ -580,9 +580,9 @@ def _check_linux_misc(spec: Spec) -> Iterator[Problem]:
 
 
 def _check_other_platforms(spec: Spec) -> Iterator[Problem]:
-    """Other platforms' objects are kept verbatim; only their enumerated modes are checked."""
-    jail = spec.extra.get("freebsd", {}).get("jail") if isinstance(
-        spec.extra.get("freebsd"), dict) else None
+    """Other platforms' objects are kept verbatim; only FreeBSD jail sharing modes are checked."""
+    freebsd = spec.extra.get("freebsd")
+    jail = freebsd.get("jail") if isinstance(freebsd, dict) else None
     if not isinstance(jail, dict):
         return
     for key, known in _FREEBSD_SHARING.items():
@@ -601,6 +601,10 @@ def validate(spec: Spec) -> list[Problem]:
     user-namespace mappings, hostname needing a uts namespace, ``root`` REQUIRED on Linux.
     Type errors (possible in a spec built in Python) are reported alone: semantic rules need a
     well-typed spec.
+
+    A document with another platform's object (``windows``, ``solaris``, ``zos``, ``freebsd``)
+    and no ``linux`` is not held to the Linux-only rules (``root``, ``process.user``, uts
+    namespace); those objects are kept verbatim and, apart from FreeBSD jail modes, not checked.
     """
     problems, well_typed = _structural(spec)
     if not well_typed:
