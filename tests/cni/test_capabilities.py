@@ -49,3 +49,15 @@ def test_kubernetes_args() -> None:
         ("K8S_POD_INFRA_CONTAINER_ID", "sb1"), ("K8S_POD_UID", "uid-1"))
     with pytest.raises(InvalidArgumentError, match="must not contain"):
         cni.kubernetes_args("a;b", "web", "u", "s")
+
+
+def test_runtime_conf_accepts_typed_values_and_refuses_non_json() -> None:
+    rt = cni.RuntimeConf("c", "/x", "eth0", {"A": "1"},
+                         {"portMappings": [cni.PortMapping(8080, 80)],
+                          "bandwidth": cni.Bandwidth(ingress_rate=5)})
+    assert rt.args == (("A", "1"),)
+    assert rt.capability_args == {
+        "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}],
+        "bandwidth": {"ingressRate": 5}}
+    with pytest.raises(InvalidArgumentError, match=r"capability args \$\.x: set value"):
+        cni.RuntimeConf("c", "/x", "eth0", (), {"x": {1}})

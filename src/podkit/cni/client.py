@@ -48,6 +48,7 @@ from podkit.cni.types import (
     parse_result,
     version_at_least,
 )
+from podkit.errors import InvalidArgumentError
 
 __all__ = ["CNI", "GCError", "RuntimeConf", "validate_container_id", "validate_ifname",
            "validate_network_name"]
@@ -67,8 +68,29 @@ def _pairs(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[
     return tuple(out)
 
 
+def _jsonable(value: Any, where: str) -> Any:
+    """Plain JSON data from ``value``; typed helpers (``to_json()``) are expanded."""
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):
+        value = to_json()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or not k:
+                raise InvalidArgumentError(f"capability args {where}: key {k!r} is not a "
+                                           "non-empty string")
+            out[k] = _jsonable(v, f"{where}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise InvalidArgumentError(f"capability args {where}: {type(value).__name__} value "
+                               f"{value!r} is not JSON")
+
+
 def _caps(value: Mapping[str, Any]) -> Mapping[str, Any]:
-    return types.MappingProxyType(dict(value))
+    return types.MappingProxyType(_jsonable(value, "$"))
 
 
 @attrs.frozen
@@ -76,7 +98,8 @@ class RuntimeConf:
     """One attachment: container ID, netns path, interface name, CNI_ARGS pairs, capability args.
 
     ``args`` become ``CNI_ARGS`` (``K=V;...``); ``capability_args`` fill ``runtimeConfig`` for the
-    plugins that declare those capabilities (see ``podkit.cni.capabilities``).
+    plugins that declare those capabilities (see ``podkit.cni.capabilities``; typed helpers
+    such as ``PortMapping`` may be used as values directly). Non-JSON values are refused here.
     """
 
     container_id: str
