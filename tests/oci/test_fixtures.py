@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from podkit.oci.validate import Problem, validate, validate_features, validate_s
 
 from . import schema_validator, wire_docs
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "oci" / "schema"
+# Same location rule as conftest.shared_dir (PODKIT_SHARED overrides), read at collection time.
+SHARED = Path(os.environ.get("PODKIT_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+FIXTURES = SHARED / "fixtures" / "oci" / "schema"
 KINDS: dict[str, tuple[type, str, Callable[[Any], list[Problem]]]] = {
     "config": (oci.Spec, "config-schema.json", validate),
     "state": (oci.State, "state-schema.json", validate_state),
