@@ -466,3 +466,31 @@ def test_stop_paused_container(
     assert result.escalated
     assert result.exit_status is not None and result.exit_status.exit_code == 137
     assert runtime.state(cid).status == "stopped"
+
+
+def test_concurrent_lifecycles_get_their_own_exit_codes(
+    runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs: Path
+) -> None:
+    ids = [new_id(f"par{i}") for i in range(4)]
+    bundles = [make_bundle(tmp_path, busybox_rootfs, cid, "sh", "-c", f"exit {10 + i}")
+               for i, cid in enumerate(ids)]
+    results: dict[str, int] = {}
+    errors: list[BaseException] = []
+
+    def cycle(cid: str, bundle: Bundle) -> None:
+        try:
+            runtime.create(cid, bundle)
+            runtime.start(cid)
+            results[cid] = runtime.wait(cid, 30).exit_code
+            runtime.delete(cid)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=cycle, args=(c, b)) for c, b in zip(ids, bundles,
+                                                                            strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert results == {cid: 10 + i for i, cid in enumerate(ids)}
