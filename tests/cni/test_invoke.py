@@ -247,3 +247,30 @@ def test_rawexec_large_stdin_and_missing_binary(tmp_path: Path) -> None:
     assert cni.parse_result(out).cni_version == "1.1.0"
     with pytest.raises(cni.CNIError, match="failed to execute"):
         RawExec().exec_plugin(str(tmp_path / "nope"), b"{}", _env(), 30)
+
+
+@pytest.mark.timeout(60)
+def test_rawexec_without_pidfd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Kernels without pidfd_open: the polling fallback gives the same results."""
+    from podkit.cni import invoke
+    monkeypatch.setattr(invoke, "_pidfd_open", lambda pid: None)
+    out = RawExec().exec_plugin(str(PLUGINS / "pk-test"),
+                                b'{"cniVersion":"1.1.0","ip":"10.88.0.7/24"}', _env(), 30)
+    assert cni.parse_result(out).ips[0].address == "10.88.0.7/24"
+    stdin = json.dumps({"cniVersion": "1.1.0", "hang": ["ADD"]}).encode()
+    with pytest.raises(cni.PluginTimeoutError):
+        RawExec().exec_plugin(str(PLUGINS / "pk-test"), stdin, _env(), 2.0)
+    with pytest.raises(cni.CNIError) as info:
+        RawExec().exec_plugin(str(PLUGINS / "pk-test"), json.dumps(
+            {"cniVersion": "1.1.0", "fail": {"ADD": {"code": 7, "msg": "bad"}}}).encode(),
+            _env(), 30)
+    assert info.value.code == 7
+
+
+def test_exit_status_texts() -> None:
+    from podkit.cni.invoke import _status
+    assert _status(1) == "exit status 1"
+    assert _status(-9) == "signal: killed"
+    assert _status(-11) == "signal: segmentation fault"
+    e = parse_error_output(b"", b"", _status(-9))
+    assert e.msg == "netplugin failed with no error message: signal: killed"
