@@ -67,7 +67,7 @@ def direct_chain(conf: cni.NetworkConfigList, rt: cni.RuntimeConf, command: str,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", help="write the measurements to this file")
     opts = parser.parse_args()
     if os.environ.get("PODKIT_ISOLATED") != "1" or os.geteuid() != 0:
