@@ -388,3 +388,15 @@ def test_cache_entry_encoding_is_libcni_shaped(tmp_path: Path) -> None:
     assert base64.b64decode(doc["config"]) == b"{}"
     with pytest.raises(InvalidArgumentError, match="cache file path requires network name"):
         cache.path("", "c", "eth0")
+
+
+def test_second_add_is_refused_before_running(client: cni.CNI, fake: FakeExec) -> None:
+    conf = _net()
+    client.add(conf, RT)
+    fake.calls.clear()
+    with pytest.raises(cni.AttachmentExistsError, match="DEL it before adding it again") as info:
+        client.add(conf, RT)
+    assert isinstance(info.value, cni.CNIError) and info.value.network == "pk-net"
+    assert fake.calls == []  # no ADD, and above all no rollback DEL of the live attachment
+    client.delete(conf, RT)
+    client.add(conf, RT)

@@ -133,6 +133,23 @@ def test_full_chain_add_del(client: cni.CNI, pod_netns: Callable[[], str],
     client.delete(conf, rt)  # DEL twice
 
 
+def test_second_add_leaves_the_live_attachment_alone(client: cni.CNI,
+                                                     pod_netns: Callable[[], str],
+                                                     tmp_path: Path) -> None:
+    data = tmp_path / "ipam"
+    conf = bridge_list("pk-cni-twice", data, masq=False)
+    ns = pod_netns()
+    rt = cni.RuntimeConf("pk-cni-tw1", ns, "eth0")
+    res = client.add(conf, rt)
+    with pytest.raises(cni.AttachmentExistsError):
+        client.add(conf, rt)
+    assert link_exists("eth0", ns)
+    assert reservations(data, "pk-cni-twice") == [res.ips[0].address.split("/")[0]]
+    client.check(conf, rt)
+    client.delete(conf, rt)
+    assert reservations(data, "pk-cni-twice") == []
+
+
 def test_check_passes_and_detects_mac_change(client: cni.CNI, pod_netns: Callable[[], str],
                                              tmp_path: Path) -> None:
     conf = bridge_list("pk-cni-check", tmp_path / "ipam", FIREWALL, TUNING, BANDWIDTH)

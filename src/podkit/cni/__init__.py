@@ -23,6 +23,7 @@ from podkit.cni.capabilities import (
 )
 from podkit.cni.client import (
     CNI,
+    AttachmentExistsError,
     GCError,
     RuntimeConf,
     validate_container_id,
@@ -111,6 +112,7 @@ __all__ = [
     "POD_ANNOTATIONS",
     "AnyResult",
     "Attachment",
+    "AttachmentExistsError",
     "Bandwidth",
     "CNIError",
     "CacheError",

@@ -48,10 +48,17 @@ from podkit.cni.types import (
     parse_result,
     version_at_least,
 )
-from podkit.errors import InvalidArgumentError
+from podkit.errors import AlreadyExistsError, InvalidArgumentError
 
-__all__ = ["CNI", "GCError", "RuntimeConf", "validate_container_id", "validate_ifname",
-           "validate_network_name"]
+__all__ = [
+    "CNI",
+    "AttachmentExistsError",
+    "GCError",
+    "RuntimeConf",
+    "validate_container_id",
+    "validate_ifname",
+    "validate_network_name",
+]
 
 log = logging.getLogger("podkit.cni")
 
@@ -107,6 +114,10 @@ class RuntimeConf:
     ifname: str = "eth0"
     args: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_pairs)
     capability_args: Mapping[str, Any] = attrs.field(factory=dict, converter=_caps)
+
+
+class AttachmentExistsError(CNIError, AlreadyExistsError):
+    """ADD of an attachment that is already added (the spec forbids ADD twice without DEL)."""
 
 
 class GCError(CNIError):
@@ -287,7 +298,8 @@ class CNI:
         """Run ADD through the chain, cache and return the final result.
 
         On failure everything already added is rolled back (DEL in reverse) and the error is
-        raised with ``rollback_errors``; no cache entry is left.
+        raised with ``rollback_errors``; no cache entry is left. ADD of an attachment that is
+        already cached raises ``AttachmentExistsError`` without running anything.
         """
         ctx = self._ctx(conf, "ADD", rt)
         try:
@@ -304,6 +316,13 @@ class CNI:
 
     def _add_locked(self, conf: NetworkConfigList, rt: RuntimeConf, tmo: float | None,
                     ctx: dict[str, Any]) -> AnyResult:
+        cached = self.cache.path(conf.name, rt.container_id, rt.ifname)
+        if cached.exists():
+            # a second ADD would fail in the plugins and its rollback would tear down the
+            # working attachment: refuse before anything runs
+            raise AttachmentExistsError(
+                ERR_UNKNOWN, f"attachment is already added (cache entry {cached}); "
+                "DEL it before adding it again", **ctx)
         paths = [self._find(p, ctx) for p in conf.plugins]
         if self.preflight:
             self._preflight(conf, paths, tmo, ctx)
