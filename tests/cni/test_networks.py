@@ -103,3 +103,17 @@ def test_status_and_bad_construction(client: cni.CNI, fake: FakeExec) -> None:
         cni.Networks(client, [_net("a", "pa"), _net("a", "pb")])
     with pytest.raises(InvalidArgumentError, match="at least one"):
         cni.Networks(client, [])
+
+
+def test_from_dir(client: cni.CNI, tmp_path: Path) -> None:
+    conf_dir = tmp_path / "net.d"
+    conf_dir.mkdir()
+    with pytest.raises(cni.NoConfigsFoundError):
+        cni.Networks.from_dir(client, conf_dir)
+    for i, name in enumerate(("b", "a")):
+        (conf_dir / f"{i}-{name}.conflist").write_text(json.dumps(
+            {"cniVersion": "1.0.0", "name": name, "plugins": [{"type": "pa"}]}))
+    pod = cni.Networks.from_dir(client, conf_dir)
+    assert [(a.config.name, a.ifname) for a in pod.attachments] == [("b", "eth0"), ("a", "eth1")]
+    first = cni.Networks.from_dir(client, conf_dir, max_networks=1, loopback=True)
+    assert [a.ifname for a in first.attachments] == ["lo", "eth0"]

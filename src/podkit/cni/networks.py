@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from podkit.cni.client import CNI, RuntimeConf
-from podkit.cni.config import NetworkConfigList
+from podkit.cni.config import NetworkConfigList, NoConfigsFoundError, load_networks
 from podkit.cni.types import DNS, AnyResult, CNIError, Route, version_at_least
 from podkit.errors import InvalidArgumentError, PodkitError
 
@@ -151,6 +152,17 @@ class Networks:
         if not atts:
             raise InvalidArgumentError("Networks needs at least one network")
         self.attachments: tuple[Attachment, ...] = tuple(atts)
+
+    @classmethod
+    def from_dir(cls, client: CNI, conf_dir: str | os.PathLike[str], *,
+                 max_networks: int | None = None, loopback: bool = False,
+                 prefix: str = "eth") -> Networks:
+        """The networks of a config directory in sorted file order (go-cni ``WithAllConf``;
+        ``max_networks=1`` is go-cni's default of using only the first one)."""
+        nets = load_networks(conf_dir)
+        if not nets:
+            raise NoConfigsFoundError(os.fspath(conf_dir))
+        return cls(client, nets[:max_networks], loopback=loopback, prefix=prefix)
 
     def _rt(self, att: Attachment, container_id: str, netns_path: str,
             args: Sequence[tuple[str, str]], capability_args: Mapping[str, Any]) -> RuntimeConf:
