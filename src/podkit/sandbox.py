@@ -1,4 +1,4 @@
-"""Pod sandboxes: the CRI-shaped ``SandboxConfig`` and ``build_sandbox_spec`` (pure).
+"""Pod sandboxes: ``SandboxConfig``, ``build_sandbox_spec`` (pure) and ``SandboxManager``.
 
 ``build_sandbox_spec`` turns a pod config into the OCI spec of its pause container, following
 containerd's CRI plugin rule for rule, as a list of ``oci`` spec options read top to bottom.
@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -33,7 +34,47 @@ from podkit._config import (
 )
 from podkit.errors import InvalidArgumentError
 
+if TYPE_CHECKING:
+    from podkit._manager import (
+        SANDBOX_STEPS,
+        Container,
+        ContainerFilter,
+        ContainerState,
+        ContainerStats,
+        PauseConfig,
+        RecoveryReport,
+        Sandbox,
+        SandboxFilter,
+        SandboxManager,
+        SandboxState,
+        SandboxStats,
+        default_network_config,
+        default_networks,
+    )
+
+# The manager lives in podkit._manager (it imports podkit.container, which imports this module);
+# its names are re-exported here lazily.
+_MANAGER_NAMES = frozenset({
+    "SANDBOX_STEPS", "Container", "ContainerFilter", "ContainerState", "ContainerStats",
+    "PauseConfig", "RecoveryReport", "Sandbox", "SandboxFilter", "SandboxManager", "SandboxState",
+    "SandboxStats", "default_network_config", "default_networks",
+})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MANAGER_NAMES:
+        from podkit import _manager
+
+        return getattr(_manager, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "SANDBOX_STEPS",
+    "Container",
+    "ContainerFilter",
+    "ContainerState",
+    "ContainerStats",
     "DNSConfig",
     "IDMapping",
     "LinuxContainerResources",
@@ -41,17 +82,26 @@ __all__ = [
     "LinuxSandboxSecurityContext",
     "NamespaceMode",
     "NamespaceOption",
+    "PauseConfig",
     "PodSandboxMetadata",
     "PortMapping",
     "ProfileType",
     "Protocol",
+    "RecoveryReport",
     "SELinuxOption",
+    "Sandbox",
     "SandboxConfig",
     "SandboxConfigError",
     "SandboxFiles",
+    "SandboxFilter",
+    "SandboxManager",
+    "SandboxState",
+    "SandboxStats",
     "SecurityProfile",
     "UserNamespace",
     "build_sandbox_spec",
+    "default_network_config",
+    "default_networks",
     "selinux_label",
     "validate_sandbox_config",
 ]

@@ -1,0 +1,1100 @@
+"""``SandboxManager``: pods end to end (netns + CNI + pause + containers), crash-safe on disk.
+
+What containerd's CRI plugin does between a CRI call and runc, as a library. Every operation
+that creates something first writes a record under ``state_dir`` saying which step it is about
+to take, so a failure undoes exactly the steps already done, and a new manager in a new process
+(``recover()``) can finish or undo what a killed one left half-done. Re-exported from
+``podkit.sandbox``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import ctypes.util
+import enum
+import errno
+import json
+import os
+import secrets
+import shutil
+import signal as _signal
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import cattrs
+
+from podkit import _cri_rules, cni, netns, oci
+from podkit._config import (
+    ContainerConfig,
+    LinuxContainerResources,
+    NamespaceMode,
+    SandboxConfig,
+)
+from podkit._files import atomic_write, file_lock, validate_id
+from podkit.container import (
+    ContainerConfigError,
+    DeviceInjector,
+    PodContext,
+    _with_resources,
+    build_container_spec,
+)
+from podkit.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PodkitError,
+)
+from podkit.runtime import Conmon, ConmonSupervisor, ExecResult, ExitStatus, Runc, Supervisor
+from podkit.runtime.errors import NotRunningError, RuntimeTimeoutError
+from podkit.sandbox import (
+    SandboxConfigError,
+    SandboxFiles,
+    build_sandbox_spec,
+    validate_sandbox_config,
+)
+
+__all__ = [
+    "SANDBOX_STEPS",
+    "Container",
+    "ContainerFilter",
+    "ContainerState",
+    "ContainerStats",
+    "PauseConfig",
+    "RecoveryReport",
+    "Sandbox",
+    "SandboxFilter",
+    "SandboxManager",
+    "SandboxState",
+    "SandboxStats",
+    "default_network_config",
+    "default_networks",
+]
+
+SANDBOX_STEPS = ("netns", "network", "files", "pause")
+"""run_sandbox's steps after reserving the name, in order (undone in reverse)."""
+
+SHM_SIZE = 64 << 20
+"""Size of a pod's /dev/shm tmpfs (containerd's default)."""
+
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                        ctypes.c_char_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+
+class SandboxState(enum.IntEnum):
+    """CRI ``PodSandboxState``."""
+
+    SANDBOX_READY = 0
+    SANDBOX_NOTREADY = 1
+
+
+class ContainerState(enum.IntEnum):
+    """CRI ``ContainerState``."""
+
+    CONTAINER_CREATED = 0
+    CONTAINER_RUNNING = 1
+    CONTAINER_EXITED = 2
+    CONTAINER_UNKNOWN = 3
+
+
+@attrs.frozen(kw_only=True)
+class PauseConfig:
+    """The pause program: a rootfs directory and the command that sleeps forever in it.
+
+    busybox works: ``PauseConfig(rootfs="/srv/busybox")`` runs ``sleep 2147483647``.
+    """
+
+    rootfs: str
+    args: tuple[str, ...] = ("sleep", "2147483647")
+    env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+    image: str = ""
+
+
+@attrs.define(kw_only=True)
+class Sandbox:
+    """A pod as the manager records it (CRI ``PodSandboxStatus`` plus progress).
+
+    ``phase`` is ``creating``, ``created`` or ``removing``; ``steps`` lists the run_sandbox
+    steps whose effects exist and must be undone on removal.
+    """
+
+    id: str
+    name: str
+    config: SandboxConfig
+    state: SandboxState = SandboxState.SANDBOX_NOTREADY
+    created_at: int = 0
+    netns_path: str = ""
+    ips: tuple[str, ...] = ()
+    pid: int = 0
+    cgroups_path: str = ""
+    phase: str = "creating"
+    steps: tuple[str, ...] = ()
+
+    @property
+    def ip(self) -> str:
+        """The pod IP (first IPv4 of eth0), ``""`` for host-network pods."""
+        return self.ips[0] if self.ips else ""
+
+    @property
+    def host_network(self) -> bool:
+        """Whether the pod uses the host's network namespace."""
+        ns = self.config.linux.security_context.namespace_options
+        return ns.network == NamespaceMode.NODE
+
+
+@attrs.define(kw_only=True)
+class Container:
+    """A container as the manager records it (CRI ``ContainerStatus`` plus progress)."""
+
+    id: str
+    sandbox_id: str
+    name: str
+    config: ContainerConfig
+    state: ContainerState = ContainerState.CONTAINER_CREATED
+    created_at: int = 0
+    started_at: int = 0
+    finished_at: int = 0
+    exit_code: int = 0
+    reason: str = ""
+    message: str = ""
+    log_path: str = ""
+    pid: int = 0
+    cgroups_path: str = ""
+    phase: str = "creating"
+    steps: tuple[str, ...] = ()
+
+    @property
+    def mounts(self) -> Sequence[Any]:
+        """The CRI mounts of the container."""
+        return self.config.mounts
+
+
+@attrs.frozen(kw_only=True)
+class SandboxFilter:
+    """CRI ``PodSandboxFilter``: id prefix, state, labels that must all match."""
+
+    id: str = ""
+    state: SandboxState | None = None
+    label_selector: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ContainerFilter:
+    """CRI ``ContainerFilter``: id prefix, state, sandbox, labels that must all match."""
+
+    id: str = ""
+    state: ContainerState | None = None
+    pod_sandbox_id: str = ""
+    label_selector: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ContainerStats:
+    """cgroup v1 usage of one container (CRI ``ContainerStats`` subset)."""
+
+    id: str
+    timestamp: int
+    cpu_usage_core_nano_seconds: int
+    memory_usage_bytes: int
+    memory_working_set_bytes: int
+    memory_rss_bytes: int
+    process_count: int
+
+
+@attrs.frozen(kw_only=True)
+class SandboxStats:
+    """Usage of a pod: its pause plus every container (sums), and each container's own."""
+
+    id: str
+    timestamp: int
+    cpu_usage_core_nano_seconds: int
+    memory_working_set_bytes: int
+    process_count: int
+    containers: tuple[ContainerStats, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class RecoveryReport:
+    """What ``recover()`` found: adopted pods and containers, and what it undid."""
+
+    sandboxes: tuple[str, ...] = ()
+    containers: tuple[str, ...] = ()
+    rolled_back: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+_converter = cattrs.Converter()
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+def _mount_shm(path: str) -> None:
+    data = f"mode=1777,size={SHM_SIZE}".encode()
+    if _libc.mount(b"shm", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                   data) != 0:
+        err = ctypes.get_errno()
+        raise PodkitError(f"mount tmpfs on {path}: {os.strerror(err)}")
+
+
+def _umount(path: str) -> None:
+    """Detach every mount stacked on ``path``; a path that is no mount point is fine."""
+    for _ in range(16):
+        if _libc.umount2(path.encode(), _MNT_DETACH) != 0:
+            err = ctypes.get_errno()
+            if err in (errno.EINVAL, errno.ENOENT):
+                return
+            raise PodkitError(f"umount {path}: {os.strerror(err)}")
+
+
+def _bandwidth(annotations: Mapping[str, str]) -> cni.Bandwidth | None:
+    """``kubernetes.io/ingress-bandwidth`` / ``egress-bandwidth`` (bits/s) as CNI bandwidth."""
+    rates = {}
+    for key in ("ingress", "egress"):
+        value = annotations.get(f"kubernetes.io/{key}-bandwidth")
+        if value:
+            rates[key] = _quantity(value, f"annotation kubernetes.io/{key}-bandwidth")
+    if not rates:
+        return None
+    burst = 2**32 - 1  # containerd: burst math.MaxUint32
+    return cni.Bandwidth(
+        ingress_rate=rates.get("ingress", 0), ingress_burst=burst if "ingress" in rates else 0,
+        egress_rate=rates.get("egress", 0), egress_burst=burst if "egress" in rates else 0,
+    )
+
+
+_SUFFIXES = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def _quantity(text: str, where: str) -> int:
+    """A Kubernetes quantity such as ``10M`` or ``1Gi`` as an integer."""
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * _SUFFIXES[suffix]
+    if text.isdigit():
+        return int(text)
+    raise InvalidArgumentError(f"{where}: {text!r} is not a quantity like 10M or 1Gi")
+
+
+def _cgroup_dir(controller: str, cgroups_path: str) -> Path:
+    """The cgroup v1 directory of a ``linux.cgroupsPath`` (cgroupfs or systemd form)."""
+    path = cgroups_path
+    if ":" in path:
+        slice_, prefix, name = path.split(":", 2)
+        parts = []
+        acc = ""
+        for piece in slice_.removesuffix(".slice").split("-"):
+            acc = f"{acc}-{piece}" if acc else piece
+            parts.append(acc + ".slice")
+        path = "/".join(parts) + f"/{prefix}-{name}.scope"
+    return Path("/sys/fs/cgroup") / controller / path.lstrip("/")
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _memory_stat(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            with contextlib.suppress(ValueError):
+                out[key] = int(value)
+    return out
+
+
+def _cgroup_stats(id: str, cgroups_path: str) -> ContainerStats:
+    mem_dir = _cgroup_dir("memory", cgroups_path)
+    usage = _read_int(mem_dir / "memory.usage_in_bytes")
+    stat = _memory_stat(mem_dir / "memory.stat")
+    inactive = stat.get("total_inactive_file", 0)
+    return ContainerStats(
+        id=id,
+        timestamp=_now(),
+        cpu_usage_core_nano_seconds=_read_int(
+            _cgroup_dir("cpuacct", cgroups_path) / "cpuacct.usage"),
+        memory_usage_bytes=usage,
+        memory_working_set_bytes=max(0, usage - inactive),
+        memory_rss_bytes=stat.get("total_rss", 0),
+        process_count=_read_int(_cgroup_dir("pids", cgroups_path) / "pids.current"),
+    )
+
+
+class SandboxManager:
+    """Run pods: netns, CNI, sandbox files, a pause container, then application containers.
+
+    ``root_dir`` holds per-pod files and bundles, ``state_dir`` the JSON records (and conmon's
+    state); ``runtime`` is a :class:`~podkit.runtime.Runc`; ``networks`` the pod networks
+    (``None``: host-network pods only); ``cdi`` resolves CDI devices; ``pause`` the pause program;
+    ``supervisor`` defaults to conmon, so containers, logs and exit codes outlive this process.
+    One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
+    """
+
+    def __init__(
+        self,
+        root_dir: str | os.PathLike[str],
+        state_dir: str | os.PathLike[str],
+        runtime: Runc,
+        networks: cni.Networks | None,
+        cdi: DeviceInjector | None = None,
+        pause: PauseConfig | None = None,
+        supervisor: Supervisor | None = None,
+        *,
+        netns_dir: str = netns.DEFAULT_DIR,
+        netns_prefix: str = "podkit-",
+    ) -> None:
+        if pause is None:
+            raise InvalidArgumentError(
+                "pause=None (infra-less pods) is not supported yet: give a PauseConfig"
+            )
+        if not Path(pause.rootfs).is_dir():
+            raise InvalidArgumentError(f"pause rootfs {pause.rootfs!r} is not a directory")
+        self.root_dir = Path(root_dir).absolute()
+        self.state_dir = Path(state_dir).absolute()
+        self.runtime = runtime
+        self.networks = networks
+        self.cdi = cdi
+        self.pause = pause
+        self.netns_dir = netns_dir
+        self.netns_prefix = netns_prefix
+        for d in (self.root_dir / "sandboxes", self.root_dir / "containers",
+                  self.state_dir / "sandboxes", self.state_dir / "containers"):
+            d.mkdir(parents=True, exist_ok=True)
+        self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
+        self._lock_cm.__enter__()
+        self.supervisor: Supervisor = supervisor or ConmonSupervisor(
+            Conmon(runtime, state_dir=self.state_dir / "conmon"))
+        self.oom_score_floor = _cri_rules.current_oom_score_adj()
+        self._lock = threading.Lock()  # names and the two dicts
+        self._names: dict[str, str] = {}
+        self._sandboxes: dict[str, Sandbox] = {}
+        self._containers: dict[str, Container] = {}
+        self._sandbox_locks: dict[str, threading.RLock] = {}
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the state dir lock; pods and containers keep running."""
+        if self._lock_cm is not None:
+            self._lock_cm.__exit__(None, None, None)
+            self._lock_cm = None  # type: ignore[assignment]
+
+    def __enter__(self) -> SandboxManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- records ----------------------------------------------------------------------------
+
+    def _record_path(self, kind: str, id: str) -> Path:
+        return self.state_dir / kind / f"{validate_id(id, kind[:-1] + ' ID')}.json"
+
+    def _save(self, obj: Sandbox | Container) -> None:
+        kind = "sandboxes" if isinstance(obj, Sandbox) else "containers"
+        data = _converter.unstructure(obj)
+        atomic_write(self._record_path(kind, obj.id), json.dumps(data, indent=1))
+
+    def _drop_record(self, kind: str, id: str) -> None:
+        self._record_path(kind, id).unlink(missing_ok=True)
+
+    def _load_records(self, kind: str, cls: type[Any]) -> builtins.list[Any]:
+        out = []
+        for path in sorted((self.state_dir / kind).glob("*.json")):
+            try:
+                out.append(_converter.structure(json.loads(path.read_text()), cls))
+            except (OSError, ValueError, cattrs.BaseValidationError) as exc:
+                raise InvalidArgumentError(f"corrupt record {path}: {exc}") from None
+        return out
+
+    def _sandbox_lock(self, id: str) -> threading.RLock:
+        with self._lock:
+            return self._sandbox_locks.setdefault(id, threading.RLock())
+
+    def _reserve(self, name: str, id: str, what: str) -> None:
+        with self._lock:
+            owner = self._names.get(name)
+            if owner is not None:
+                raise AlreadyExistsError(f"{what} name {name!r} is already reserved by {owner}")
+            self._names[name] = id
+
+    def _release(self, name: str, id: str) -> None:
+        with self._lock:
+            if self._names.get(name) == id:
+                del self._names[name]
+
+    def _get_sandbox(self, id: str) -> Sandbox:
+        with self._lock:
+            sb = self._sandboxes.get(id)
+        if sb is None:
+            raise NotFoundError(f"no sandbox {id!r}")
+        return sb
+
+    def _get_container(self, id: str) -> Container:
+        with self._lock:
+            c = self._containers.get(id)
+        if c is None:
+            raise NotFoundError(f"no container {id!r}")
+        return c
+
+    def _sandbox_dir(self, id: str) -> Path:
+        return self.root_dir / "sandboxes" / id
+
+    def _container_dir(self, id: str) -> Path:
+        return self.root_dir / "containers" / id
+
+    # -- run_sandbox ------------------------------------------------------------------------
+
+    def run_sandbox(self, config: SandboxConfig) -> Sandbox:
+        """Create and start a pod; on any failure every step already done is undone.
+
+        Order (containerd): reserve the name, create the netns, CNI ADD, write the sandbox files
+        (hostname, hosts, resolv.conf, a 64 MiB tmpfs for /dev/shm), create and start the pause.
+        """
+        validate_sandbox_config(config)
+        sb = Sandbox(id=secrets.token_hex(32), name=_cri_rules.sandbox_name(config.metadata),
+                     config=config, created_at=_now())
+        if sb.host_network and config.hostname:
+            raise SandboxConfigError(
+                f"hostname {config.hostname!r}: must be empty for a host-network pod (it uses "
+                "the host's UTS namespace; runc refuses to set a hostname there)"
+            )
+        if not sb.host_network and self.networks is None:
+            raise SandboxConfigError(
+                "linux.security_context.namespace_options.network: POD needs networks; "
+                "this manager has none (host-network pods only)"
+            )
+        self._reserve(sb.name, sb.id, "pod")
+        lock = self._sandbox_lock(sb.id)
+        with lock:
+            try:
+                self._save(sb)
+                with self._lock:
+                    self._sandboxes[sb.id] = sb
+                for step in SANDBOX_STEPS:
+                    if sb.host_network and step in ("netns", "network"):
+                        continue
+                    sb.steps = (*sb.steps, step)
+                    self._save(sb)
+                    getattr(self, f"_do_{step}")(sb)
+                sb.phase = "created"
+                sb.state = SandboxState.SANDBOX_READY
+                self._save(sb)
+            except BaseException as exc:
+                errors = self._undo_sandbox(sb)
+                for e in errors:
+                    exc.add_note(f"cleanup after the failure also failed: {e}")
+                if not errors:
+                    self._forget_sandbox(sb)
+                raise
+        return attrs.evolve(sb)
+
+    def _forget_sandbox(self, sb: Sandbox) -> None:
+        self._drop_record("sandboxes", sb.id)
+        with self._lock:
+            self._sandboxes.pop(sb.id, None)
+            self._sandbox_locks.pop(sb.id, None)
+        self._release(sb.name, sb.id)
+
+    def _cni_args(self, sb: Sandbox) -> tuple[tuple[str, str], ...]:
+        md = sb.config.metadata
+        return cni.kubernetes_args(md.namespace, md.name, md.uid, sb.id)
+
+    def _cni_caps(self, sb: Sandbox) -> dict[str, Any]:
+        cfg = sb.config
+        kw: dict[str, Any] = {}
+        ports = [
+            cni.PortMapping(pm.host_port, pm.container_port, pm.protocol.name.lower(),
+                            pm.host_ip or None)
+            for pm in cfg.port_mappings if pm.host_port > 0
+        ]
+        if ports:
+            kw["port_mappings"] = ports
+        bw = _bandwidth(cfg.annotations)
+        if bw is not None:
+            kw["bandwidth"] = bw
+        if cfg.dns_config is not None:
+            kw["dns"] = cni.DNSConfig(servers=tuple(cfg.dns_config.servers),
+                                      searches=tuple(cfg.dns_config.searches),
+                                      options=tuple(cfg.dns_config.options))
+        if cfg.linux.cgroup_parent:
+            kw["cgroup_path"] = cfg.linux.cgroup_parent
+        if cfg.annotations:
+            kw["pod_annotations"] = dict(cfg.annotations)
+        return cni.capability_args(**kw)
+
+    def _do_netns(self, sb: Sandbox) -> None:
+        sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
+        self._save(sb)  # the path first, so an undo knows what to remove
+        netns.create(os.path.basename(sb.netns_path), dir=self.netns_dir, loopback_up=True)
+
+    def _undo_netns(self, sb: Sandbox) -> None:
+        if sb.netns_path:
+            netns.remove(sb.netns_path)
+
+    def _do_network(self, sb: Sandbox) -> None:
+        assert self.networks is not None
+        result = self.networks.setup(sb.id, sb.netns_path, args=self._cni_args(sb),
+                                     capability_args=self._cni_caps(sb))
+        first = [ip for ip in (result.primary_ip("eth0", 4), result.primary_ip("eth0", 6)) if ip]
+        if not first:
+            raise PodkitError(f"sandbox {sb.id}: CNI gave eth0 no IP address")
+        others = [ip.ip for name, iface in result.interfaces.items() if name != "lo"
+                  for ip in iface.ips if ip.ip not in first]
+        sb.ips = tuple(dict.fromkeys([*first, *others]))
+
+    def _undo_network(self, sb: Sandbox) -> None:
+        if self.networks is None:
+            return
+        path = sb.netns_path if sb.netns_path and netns.exists(sb.netns_path) else ""
+        self.networks.remove(sb.id, path, args=self._cni_args(sb),
+                             capability_args=self._cni_caps(sb))
+
+    def _files(self, sb: Sandbox) -> SandboxFiles:
+        return SandboxFiles.under(self._sandbox_dir(sb.id))
+
+    def _do_files(self, sb: Sandbox) -> None:
+        d = self._sandbox_dir(sb.id)
+        d.mkdir(parents=True, exist_ok=True)
+        files = self._files(sb)
+        hostname = _cri_rules.host_hostname() if sb.host_network else (
+            sb.config.hostname or _cri_rules.host_hostname())
+        Path(files.hostname).write_text(hostname + "\n")
+        hosts = Path("/etc/hosts")
+        Path(files.hosts).write_bytes(hosts.read_bytes() if hosts.exists() else b"")
+        dns = sb.config.dns_config
+        if dns is not None:
+            Path(files.resolv_conf).write_text(_cri_rules.resolv_conf(dns))
+        else:
+            host = Path("/etc/resolv.conf")
+            Path(files.resolv_conf).write_bytes(host.read_bytes() if host.exists() else b"")
+        ns = sb.config.linux.security_context.namespace_options
+        if ns.ipc != NamespaceMode.NODE:
+            Path(files.shm).mkdir(exist_ok=True)
+            _mount_shm(files.shm)
+
+    def _undo_files(self, sb: Sandbox) -> None:
+        d = self._sandbox_dir(sb.id)
+        _umount(self._files(sb).shm)
+        shutil.rmtree(d, ignore_errors=True)
+        if d.exists():
+            raise PodkitError(f"could not remove {d}")
+
+    def _do_pause(self, sb: Sandbox) -> None:
+        d = self._sandbox_dir(sb.id)
+        bundle = d / "bundle"
+        bundle.mkdir(exist_ok=True)
+        spec = build_sandbox_spec(
+            sb.config, id=sb.id, files=self._files(sb), args=self.pause.args,
+            env=self.pause.env, rootfs=self.pause.rootfs,
+            netns_path=sb.netns_path or None, pause_image=self.pause.image,
+            oom_score_floor=self.oom_score_floor,
+        )
+        sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
+        spec.dump(bundle / "config.json")
+        sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
+
+    def _undo_pause(self, sb: Sandbox) -> None:
+        self._delete_from_runtime(sb.id)
+
+    def _delete_from_runtime(self, id: str) -> None:
+        """Kill and delete a container from the supervisor (or runtime when it has no record)."""
+        try:
+            self.supervisor.delete(id, force=True)
+        except NotFoundError:
+            with contextlib.suppress(NotFoundError):
+                self.runtime.delete(id, force=True)
+
+    def _undo_sandbox(self, sb: Sandbox) -> builtins.list[BaseException]:
+        """Undo every recorded step in reverse; the record keeps the steps that failed."""
+        errors: builtins.list[BaseException] = []
+        for step in reversed(sb.steps):
+            try:
+                getattr(self, f"_undo_{step}")(sb)
+            except Exception as exc:
+                errors.append(exc)
+                continue
+            sb.steps = tuple(s for s in sb.steps if s != step)
+            with contextlib.suppress(OSError):
+                self._save(sb)
+        return errors
+
+    # -- stop / remove / status / list --------------------------------------------------------
+
+    def stop_sandbox(self, id: str) -> None:
+        """Stop every container (SIGKILL), the pause, tear down the network; idempotent.
+
+        The record, files and containers stay until :meth:`remove_sandbox`.
+        """
+        try:
+            sb = self._get_sandbox(id)
+        except NotFoundError:
+            return
+        with self._sandbox_lock(id):
+            self._stop_sandbox_locked(sb)
+
+    def _stop_sandbox_locked(self, sb: Sandbox) -> None:
+        errors: builtins.list[BaseException] = []
+        for c in self._containers_of(sb.id):
+            try:
+                self._stop_container_locked(c, 0)
+            except PodkitError as exc:
+                errors.append(exc)
+        if "pause" in sb.steps:
+            try:
+                self._kill_and_wait(sb.id, 0, _signal.SIGKILL)
+            except PodkitError as exc:
+                errors.append(exc)
+        with contextlib.suppress(PodkitError):
+            _umount(self._files(sb).shm)
+        for step in ("network", "netns"):
+            if step in sb.steps:
+                try:
+                    getattr(self, f"_undo_{step}")(sb)
+                except PodkitError as exc:
+                    errors.append(exc)
+                    continue
+                sb.steps = tuple(s for s in sb.steps if s != step)
+        sb.state = SandboxState.SANDBOX_NOTREADY
+        self._save(sb)
+        if errors:
+            raise PodkitError(f"stop of sandbox {sb.id} failed: "
+                              + "; ".join(str(e) for e in errors))
+
+    def remove_sandbox(self, id: str) -> None:
+        """Stop the pod if needed, remove its containers, files and record; idempotent."""
+        try:
+            sb = self._get_sandbox(id)
+        except NotFoundError:
+            return
+        with self._sandbox_lock(id):
+            if id not in self._sandboxes:
+                return
+            self._stop_sandbox_locked(sb)
+            for c in self._containers_of(id):
+                self._remove_container_locked(c)
+            sb.phase = "removing"
+            self._save(sb)
+            errors = self._undo_sandbox(sb)
+            if errors:
+                raise PodkitError(f"remove of sandbox {id} failed: "
+                                  + "; ".join(str(e) for e in errors))
+            self._forget_sandbox(sb)
+
+    def sandbox_status(self, id: str) -> Sandbox:
+        """The pod's record; NOTREADY once its pause has exited."""
+        sb = self._get_sandbox(id)
+        with self._sandbox_lock(id):
+            if sb.state == SandboxState.SANDBOX_READY and not self._running(sb.id):
+                sb.state = SandboxState.SANDBOX_NOTREADY
+                self._save(sb)
+            return attrs.evolve(sb)
+
+    def list_sandboxes(self, filter: SandboxFilter | None = None) -> builtins.list[Sandbox]:
+        """Pods matching ``filter`` (all by default), oldest first."""
+        f = filter or SandboxFilter()
+        with self._lock:
+            items = [attrs.evolve(s) for s in self._sandboxes.values() if s.phase == "created"]
+        return sorted(
+            (s for s in items
+             if s.id.startswith(f.id) and (f.state is None or s.state == f.state)
+             and all(s.config.labels.get(k) == v for k, v in f.label_selector.items())),
+            key=lambda s: s.created_at,
+        )
+
+    def _running(self, id: str) -> bool:
+        try:
+            return self.runtime.state(id).status in ("running", "created", "paused")
+        except NotFoundError:
+            return False
+
+    # -- containers -------------------------------------------------------------------------
+
+    def _containers_of(self, sandbox_id: str) -> builtins.list[Container]:
+        with self._lock:
+            return [c for c in self._containers.values() if c.sandbox_id == sandbox_id]
+
+    def _pod_context(self, sb: Sandbox) -> PodContext:
+        pid = sb.pid
+        paths = {t: f"/proc/{pid}/ns/{n}" for t, n in
+                 (("network", "net"), ("ipc", "ipc"), ("uts", "uts"), ("pid", "pid"))}
+        userns = sb.config.linux.security_context.namespace_options.userns_options
+        if userns is not None and userns.mode == NamespaceMode.POD:
+            paths["user"] = f"/proc/{pid}/ns/user"
+        hostname = _cri_rules.host_hostname() if sb.host_network else ""
+        return PodContext(id=sb.id, config=sb.config, files=self._files(sb),
+                          namespace_paths=paths, hostname=hostname)
+
+    def create_container(self, sandbox_id: str, config: ContainerConfig) -> str:
+        """Validate and build the container's spec and bundle (CREATED); its ID.
+
+        The runtime sees the container at :meth:`start_container` (supervisors create and start
+        in one step). Bad configs fail here, before anything is written.
+        """
+        sb = self._get_sandbox(sandbox_id)
+        with self._sandbox_lock(sandbox_id):
+            if sb.state != SandboxState.SANDBOX_READY or sb.phase != "created":
+                raise ConflictError(f"sandbox {sandbox_id} is not ready")
+            rootfs = config.image
+            if not os.path.isabs(rootfs) or not os.path.isdir(rootfs):
+                raise ContainerConfigError(
+                    f"image {rootfs!r}: must be an existing rootfs directory (absolute path)")
+            target = None
+            ns = config.linux.security_context.namespace_options
+            if ns.pid == NamespaceMode.TARGET:
+                t = self._containers.get(ns.target_id)
+                if t is None or t.sandbox_id != sandbox_id:
+                    raise ContainerConfigError(
+                        f"namespace_options.target_id {ns.target_id!r}: no such container in "
+                        f"sandbox {sandbox_id}")
+                self._refresh(t)
+                if t.state == ContainerState.CONTAINER_RUNNING:
+                    target = f"/proc/{t.pid}/ns/pid"
+            c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
+                          name=_cri_rules.container_name(config.metadata, sb.config.metadata),
+                          config=config, created_at=_now())
+            spec = build_container_spec(
+                config, self._pod_context(sb), id=c.id, rootfs=rootfs,
+                target_pid_namespace=target, oom_score_floor=self.oom_score_floor, cdi=self.cdi,
+            )
+            c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
+            if sb.config.log_directory and config.log_path:
+                c.log_path = os.path.join(sb.config.log_directory, config.log_path)
+            self._reserve(c.name, c.id, "container")
+            try:
+                c.steps = ("bundle",)
+                self._save(c)
+                with self._lock:
+                    self._containers[c.id] = c
+                bundle = self._container_dir(c.id) / "bundle"
+                bundle.mkdir(parents=True)
+                spec.dump(bundle / "config.json")
+                c.phase = "created"
+                self._save(c)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self._forget_container(c)
+                raise
+            return c.id
+
+    def _forget_container(self, c: Container) -> None:
+        shutil.rmtree(self._container_dir(c.id), ignore_errors=True)
+        self._drop_record("containers", c.id)
+        with self._lock:
+            self._containers.pop(c.id, None)
+        self._release(c.name, c.id)
+
+    def _log_path(self, c: Container) -> str:
+        return c.log_path or str(self._container_dir(c.id) / "container.log")
+
+    def start_container(self, id: str) -> None:
+        """Create and start the container under the supervisor (CREATED -> RUNNING)."""
+        c = self._get_container(id)
+        with self._sandbox_lock(c.sandbox_id):
+            if c.state != ContainerState.CONTAINER_CREATED:
+                raise ConflictError(f"container {id} is {c.state.name}, not CREATED")
+            c.steps = (*c.steps, "runtime")
+            self._save(c)
+            cfg = c.config
+            started = _now()
+            try:
+                c.pid = self.supervisor.start(
+                    id, self._container_dir(id) / "bundle", log_path=self._log_path(c),
+                    tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)
+            except BaseException as exc:
+                with contextlib.suppress(Exception):
+                    self._delete_from_runtime(id)
+                c.steps = tuple(s for s in c.steps if s != "runtime")
+                c.state = ContainerState.CONTAINER_EXITED
+                c.exit_code, c.reason, c.message = 128, "StartError", str(exc)
+                c.finished_at = _now()
+                self._save(c)
+                raise
+            c.state = ContainerState.CONTAINER_RUNNING
+            c.started_at = started
+            self._save(c)
+
+    def _exit_status(self, id: str) -> ExitStatus | None:
+        """The exit status if the container has exited, without blocking."""
+        sup = self.supervisor
+        if isinstance(sup, ConmonSupervisor):
+            with contextlib.suppress(NotFoundError):
+                return sup.conmon.exit_status(id)
+            return ExitStatus(exit_code=255)
+        if self._running(id):
+            return None
+        try:
+            return sup.wait(id, 5.0)
+        except (NotFoundError, RuntimeTimeoutError):
+            return ExitStatus(exit_code=255)
+
+    def _record_exit(self, c: Container, status: ExitStatus) -> None:
+        c.state = ContainerState.CONTAINER_EXITED
+        c.exit_code = status.exit_code
+        c.finished_at = (int(status.exited_at.timestamp() * 1e9) if status.exited_at
+                         else _now())
+        c.finished_at = max(c.finished_at, c.started_at)
+        oom = False
+        if isinstance(self.supervisor, ConmonSupervisor):
+            with contextlib.suppress(PodkitError, OSError):
+                oom = self.supervisor.conmon.oom_killed(c.id)
+        c.reason = "OOMKilled" if oom else ("Completed" if status.exit_code == 0 else "Error")
+        self._save(c)
+
+    def _refresh(self, c: Container) -> None:
+        if c.state == ContainerState.CONTAINER_RUNNING:
+            status = self._exit_status(c.id)
+            if status is not None:
+                self._record_exit(c, status)
+
+    def _kill_and_wait(self, id: str, timeout: float, sig: int) -> ExitStatus:
+        """Send ``sig``, wait ``timeout`` seconds, then SIGKILL everything; the exit status."""
+        if timeout > 0:
+            with contextlib.suppress(NotRunningError, NotFoundError):
+                self.runtime.kill(id, sig)
+            with contextlib.suppress(RuntimeTimeoutError):
+                return self.supervisor.wait(id, timeout)
+        with contextlib.suppress(NotRunningError, NotFoundError):
+            self.runtime.kill(id, _signal.SIGKILL, all=True)
+        return self.supervisor.wait(id, 60.0)
+
+    def stop_container(self, id: str, timeout: float = 0) -> None:
+        """Stop signal (SIGTERM unless the config names one), ``timeout`` s, SIGKILL; idempotent."""
+        try:
+            c = self._get_container(id)
+        except NotFoundError:
+            return
+        with self._sandbox_lock(c.sandbox_id):
+            self._stop_container_locked(c, timeout)
+
+    def _stop_container_locked(self, c: Container, timeout: float) -> None:
+        self._refresh(c)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            return
+        status = self._kill_and_wait(c.id, timeout, c.config.stop_signal or _signal.SIGTERM)
+        self._record_exit(c, status)
+
+    def remove_container(self, id: str) -> None:
+        """Force-stop, delete from the runtime, remove bundle and record; idempotent.
+
+        The log file is kept (it belongs to the log directory's owner).
+        """
+        try:
+            c = self._get_container(id)
+        except NotFoundError:
+            return
+        with self._sandbox_lock(c.sandbox_id):
+            if id in self._containers:
+                self._remove_container_locked(c)
+
+    def _remove_container_locked(self, c: Container) -> None:
+        self._stop_container_locked(c, 0)
+        c.phase = "removing"
+        self._save(c)
+        if "runtime" in c.steps:
+            self._delete_from_runtime(c.id)
+        self._forget_container(c)
+
+    def container_status(self, id: str) -> Container:
+        """State, exit code, reason, timestamps, mounts and log path of a container."""
+        c = self._get_container(id)
+        with self._sandbox_lock(c.sandbox_id):
+            self._refresh(c)
+            return attrs.evolve(c)
+
+    def list_containers(self, filter: ContainerFilter | None = None) -> builtins.list[Container]:
+        """Containers matching ``filter`` (all by default), oldest first."""
+        f = filter or ContainerFilter()
+        with self._lock:
+            items = list(self._containers.values())
+        out = []
+        for c in items:
+            if c.phase != "created":
+                continue
+            with self._sandbox_lock(c.sandbox_id):
+                self._refresh(c)
+                c = attrs.evolve(c)
+            if (c.id.startswith(f.id) and (f.state is None or c.state == f.state)
+                    and c.sandbox_id.startswith(f.pod_sandbox_id)
+                    and all(c.config.labels.get(k) == v for k, v in f.label_selector.items())):
+                out.append(c)
+        return sorted(out, key=lambda c: c.created_at)
+
+    def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> ExecResult:
+        """Run ``cmd`` in a running container; exit code, stdout, stderr."""
+        c = self.container_status(id)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        return self.supervisor.exec_sync(id, list(cmd), timeout)
+
+    def update_container_resources(self, id: str, resources: LinuxContainerResources) -> None:
+        """Change a running container's cgroup limits (and remember them in its record)."""
+        c = self._get_container(id)
+        with self._sandbox_lock(c.sandbox_id):
+            spec = oci.generate(oci.default_spec(), *_with_resources(resources))
+            res = spec.linux.resources if spec.linux else None
+            if res is None:
+                raise InvalidArgumentError(f"no resources to update in {resources!r}")
+            self.runtime.update(id, res)
+            c.config = attrs.evolve(
+                c.config, linux=attrs.evolve(c.config.linux, resources=resources))
+            self._save(c)
+
+    def reopen_container_log(self, id: str) -> None:
+        """Continue the container's log in a new file (after the old one was moved away)."""
+        c = self.container_status(id)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        self.supervisor.reopen_log(id)
+
+    def container_stats(self, id: str) -> ContainerStats:
+        """CPU, memory and pid usage from the container's cgroup v1 directories."""
+        c = self._get_container(id)
+        return _cgroup_stats(c.id, c.cgroups_path)
+
+    def sandbox_stats(self, id: str) -> SandboxStats:
+        """The pod's usage: pause plus every container, summed; containers listed."""
+        sb = self._get_sandbox(id)
+        pause = _cgroup_stats(sb.id, sb.cgroups_path)
+        containers = tuple(_cgroup_stats(c.id, c.cgroups_path)
+                           for c in self._containers_of(id) if c.cgroups_path)
+        every = (pause, *containers)
+        return SandboxStats(
+            id=id, timestamp=_now(),
+            cpu_usage_core_nano_seconds=sum(s.cpu_usage_core_nano_seconds for s in every),
+            memory_working_set_bytes=sum(s.memory_working_set_bytes for s in every),
+            process_count=sum(s.process_count for s in every),
+            containers=containers,
+        )
+
+    # -- recovery ---------------------------------------------------------------------------
+
+    def recover(self) -> RecoveryReport:
+        """Load the records an earlier manager left; undo or finish its half-done operations.
+
+        Pods caught in ``run_sandbox`` or ``remove_sandbox`` are undone (every recorded step in
+        reverse); containers caught in create or remove are removed; the rest is adopted (a pod
+        whose pause is gone is NOTREADY). Then :meth:`remove_all` removes everything if wanted.
+        """
+        rolled: builtins.list[str] = []
+        errors: builtins.list[str] = []
+        sandboxes = {s.id: s for s in self._load_records("sandboxes", Sandbox)}
+        containers: builtins.list[Container] = self._load_records("containers", Container)
+        with self._lock:
+            for s in sandboxes.values():
+                self._sandboxes.setdefault(s.id, s)
+                self._names.setdefault(s.name, s.id)
+            for c in containers:
+                self._containers.setdefault(c.id, c)
+                self._names.setdefault(c.name, c.id)
+        adopted_c = []
+        for c in containers:
+            sb = sandboxes.get(c.sandbox_id)
+            if c.phase != "created" or sb is None or sb.phase != "created":
+                try:
+                    if "runtime" in c.steps:
+                        self._delete_from_runtime(c.id)
+                    self._forget_container(c)
+                    rolled.append(c.id)
+                except PodkitError as exc:
+                    errors.append(f"container {c.id}: {exc}")
+            else:
+                with self._sandbox_lock(c.sandbox_id):
+                    self._refresh(c)
+                adopted_c.append(c.id)
+        adopted_s = []
+        for sb in sandboxes.values():
+            if sb.phase == "created":
+                self.sandbox_status(sb.id)
+                adopted_s.append(sb.id)
+                continue
+            with self._sandbox_lock(sb.id):
+                errs = self._undo_sandbox(sb)
+                if errs:
+                    errors.extend(f"sandbox {sb.id}: {e}" for e in errs)
+                else:
+                    self._forget_sandbox(sb)
+                    rolled.append(sb.id)
+        return RecoveryReport(sandboxes=tuple(adopted_s), containers=tuple(adopted_c),
+                              rolled_back=tuple(rolled), errors=tuple(errors))
+
+    def remove_all(self) -> None:
+        """Stop and remove every pod (and so every container) this manager knows."""
+        with self._lock:
+            ids = list(self._sandboxes)
+        errors = []
+        for id in ids:
+            try:
+                self.remove_sandbox(id)
+            except PodkitError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise PodkitError("; ".join(errors))
+
+
+# -- the built-in default network ------------------------------------------------------------
+
+
+def default_network_config(
+    state_dir: str | os.PathLike[str],
+    *,
+    name: str = "podkit",
+    bridge: str = "pk0",
+    subnet: str = "10.88.0.0/16",
+) -> cni.NetworkConfigList:
+    """Write and load ``<state_dir>/net.d/<name>.conflist``: bridge + host-local + portmap.
+
+    host-local keeps its reservations under ``<state_dir>/ipam``; portmap has ``snat`` for
+    connections from the host, and the list disables CHECK (Debian's portmap CHECK is broken).
+    """
+    state = Path(state_dir).absolute()
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": name,
+        "disableCheck": True,
+        "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True,
+             "hairpinMode": True,
+             "ipam": {"type": "host-local", "dataDir": str(state / "ipam"),
+                      "ranges": [[{"subnet": subnet}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
+        ],
+    }
+    path = state / "net.d" / f"{name}.conflist"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(conf, indent=2))
+    return cni.load_conflist(path)
+
+
+def default_networks(
+    state_dir: str | os.PathLike[str],
+    *,
+    plugin_dirs: Sequence[str] = ("/usr/lib/cni", "/opt/cni/bin"),
+    **kwargs: Any,
+) -> cni.Networks:
+    """The built-in pod network for demos and tests: loopback plus :func:`default_network_config`.
+
+    ``kwargs`` go to :func:`default_network_config` (``name``, ``bridge``, ``subnet``); the CNI
+    result cache lives in ``<state_dir>/cni-cache``.
+    """
+    conf = default_network_config(state_dir, **kwargs)
+    client = cni.CNI(plugin_dirs=list(plugin_dirs),
+                     cache_dir=str(Path(state_dir).absolute() / "cni-cache"))
+    return cni.Networks(client, [conf], loopback=True)
+

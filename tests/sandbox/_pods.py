@@ -1,0 +1,114 @@
+"""Shared helpers for the SandboxManager integration tests: configs, a leak check, the bridge."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import _leaks
+from podkit._config import (
+    ContainerConfig,
+    ContainerMetadata,
+    LinuxContainerConfig,
+    LinuxContainerSecurityContext,
+    LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext,
+    NamespaceMode,
+    NamespaceOption,
+    PodSandboxMetadata,
+    SandboxConfig,
+)
+from podkit.runtime import Runc
+from podkit.sandbox import PauseConfig, SandboxManager, default_networks
+
+BRIDGE = "pkpod0"
+LEAK_KINDS = ("netns", "link", "mount")
+
+
+def pod_config(name: str = "", *, host_network: bool = False, **kw: object) -> SandboxConfig:
+    """A pod named ``pk-pod-...`` (unique unless ``name`` is given)."""
+    ns = NamespaceOption(network=NamespaceMode.NODE if host_network else NamespaceMode.POD)
+    return SandboxConfig(
+        metadata=PodSandboxMetadata(name=name or f"pk-pod-{uuid.uuid4().hex[:8]}",
+                                    uid=uuid.uuid4().hex, namespace="pk-test"),
+        linux=LinuxPodSandboxConfig(
+            security_context=LinuxSandboxSecurityContext(namespace_options=ns)),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def ctr_config(rootfs: Path, name: str, command: Sequence[str], *,
+               pid: NamespaceMode = NamespaceMode.CONTAINER, **kw: object) -> ContainerConfig:
+    """A busybox container running ``command`` with its own pid namespace by default."""
+    return ContainerConfig(
+        metadata=ContainerMetadata(name=name), image=str(rootfs), command=list(command),
+        linux=LinuxContainerConfig(security_context=LinuxContainerSecurityContext(
+            namespace_options=NamespaceOption(pid=pid))),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def make_manager(base: Path, rootfs: Path, *, networks: bool = True,
+                 **kw: object) -> SandboxManager:
+    """A manager with its own dirs under ``base`` and the shared test bridge network."""
+    runc_root = base / "runc"
+    _leaks.register_runtime_root(runc_root)
+    _leaks.register_ipam_dir(base / "state" / "ipam")
+    nets = default_networks(base / "state", bridge=BRIDGE, name="pk-pod-net") if networks \
+        else None
+    return SandboxManager(base / "root", base / "state", Runc(root=runc_root), nets,
+                          pause=PauseConfig(rootfs=str(rootfs)), netns_prefix="pk-pod-",
+                          **kw)  # type: ignore[arg-type]
+
+
+def leftovers(base: Path, manager: SandboxManager, cgroups: Sequence[str] = ()) -> list[str]:
+    """What a test's manager left: runtime containers, IPAM entries, records, cgroups."""
+    out = [f"container {c.id}" for c in manager.runtime.list()]
+    ipam = base / "state" / "ipam"
+    for f in ipam.rglob("*") if ipam.exists() else ():
+        if f.is_file() and f.name != "lock" and not f.name.startswith("last_reserved_ip"):
+            out.append(f"ipam {f}")
+    for kind in ("sandboxes", "containers"):
+        out += [f"record {p}" for p in (base / "state" / kind).glob("*.json")]
+        out += [f"dir {p}" for p in (base / "root" / kind).glob("*")]
+    for path in cgroups:
+        for ctl in ("memory", "pids", "cpuacct"):
+            d = Path("/sys/fs/cgroup") / ctl / path.lstrip("/")
+            if d.exists():
+                out.append(f"cgroup {d}")
+    return out
+
+
+def ensure_bridge() -> Iterator[None]:
+    """Create the test bridge up front (the bridge plugin never deletes it); delete it after."""
+    subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=False,
+                   capture_output=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
+
+
+def copy_rootfs(src: Path, dest: Path) -> Path:
+    """A private copy of the busybox rootfs (containers may write to theirs)."""
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
+def snapshot() -> frozenset[str]:
+    """The per-test leak baseline: netns, links and mounts of the isolated namespace."""
+    return _leaks.snapshot(LEAK_KINDS)
+
+
+def leaked(before: frozenset[str]) -> list[str]:
+    """New netns, links or mounts since ``before``."""
+    return _leaks.leaked_since(before, kinds=LEAK_KINDS)
+
+
+def isolated() -> bool:
+    """Whether we run in scripts/isolated as root."""
+    return os.environ.get("PODKIT_ISOLATED") == "1" and os.geteuid() == 0

@@ -1,0 +1,243 @@
+"""SandboxManager end to end: real runc + conmon, the Debian CNI plugins, pinned netns.
+
+Runs inside scripts/isolated (its namespace plays the host). Every test checks that nothing is
+left: netns, links, mounts (leak snapshot), runtime containers, IPAM entries, records, cgroups.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import require_binary, require_isolated
+from podkit import netns
+from podkit._config import DNSConfig, NamespaceMode, PortMapping
+from podkit.errors import AlreadyExistsError
+from podkit.runtime import read_cri_log
+from podkit.sandbox import (
+    ContainerState,
+    SandboxFilter,
+    SandboxManager,
+    SandboxState,
+)
+
+from ._pods import (
+    copy_rootfs,
+    ctr_config,
+    ensure_bridge,
+    leaked,
+    leftovers,
+    make_manager,
+    pod_config,
+    snapshot,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def rootfs(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_rootfs(busybox_rootfs, tmp_path_factory.mktemp("pods") / "rootfs")
+
+
+@pytest.fixture(scope="module")
+def bridge() -> Iterator[None]:
+    require_isolated()
+    for b in ("runc", "conmon"):
+        require_binary(b)
+    yield from ensure_bridge()
+
+
+@pytest.fixture
+def mgr(bridge: None, rootfs: Path, tmp_path: Path) -> Iterator[SandboxManager]:
+    before = snapshot()
+    m = make_manager(tmp_path / "m", rootfs)
+    cgroups: list[str] = []
+    try:
+        yield m
+    finally:
+        cgroups = [s.cgroups_path for s in m.list_sandboxes()] + [
+            c.cgroups_path for c in m.list_containers()]
+        m.remove_all()
+        m.close()
+    assert leftovers(tmp_path / "m", m, cgroups) == []
+    assert leaked(before) == []
+
+
+def _wait_for(fn: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not fn():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        time.sleep(0.05)
+
+
+def test_pod_network_sandbox_and_containers_share_namespaces(
+    mgr: SandboxManager, rootfs: Path, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    dns = DNSConfig(servers=["10.88.0.53"], searches=["pk.test"], options=["ndots:3"])
+    sb = mgr.run_sandbox(pod_config(hostname="pk-pod-web", dns_config=dns,
+                                    log_directory=str(logs)))
+    assert sb.state == SandboxState.SANDBOX_READY
+    assert sb.ip.startswith("10.88.") and netns.exists(sb.netns_path)
+    st = mgr.sandbox_status(sb.id)
+    assert st.pid > 0 and st.ips == sb.ips
+
+    own = mgr.create_container(sb.id, ctr_config(rootfs, "own", ["sleep", "600"],
+                                                 log_path="own.log"))
+    shared = mgr.create_container(sb.id, ctr_config(
+        rootfs, "shared", ["sleep", "600"], pid=NamespaceMode.POD))
+    assert mgr.container_status(own).state == ContainerState.CONTAINER_CREATED
+    mgr.start_container(own)
+    mgr.start_container(shared)
+
+    def ns_of(pid: int, kind: str) -> str:
+        return str(Path(f"/proc/{pid}/ns/{kind}").readlink())
+
+    pause_pid = st.pid
+    for cid, same_pid in ((own, False), (shared, True)):
+        c = mgr.container_status(cid)
+        assert c.state == ContainerState.CONTAINER_RUNNING and c.pid > 0
+        for kind in ("net", "ipc", "uts"):
+            assert ns_of(c.pid, kind) == ns_of(pause_pid, kind)
+        assert (ns_of(c.pid, "pid") == ns_of(pause_pid, "pid")) is same_pid
+
+    res = mgr.exec_sync(own, ["sh", "-c",
+                              "hostname; cat /etc/resolv.conf; ip -4 -o addr show eth0;"
+                              " df -k /dev/shm | tail -1; echo oops >&2; exit 3"], timeout=10)
+    out = res.stdout.decode()
+    assert res.exit_code == 3 and res.stderr == b"oops\n"
+    lines = out.splitlines()
+    assert lines[0] == "pk-pod-web"
+    assert lines[1:4] == ["search pk.test", "nameserver 10.88.0.53", "options ndots:3"]
+    assert f"inet {sb.ip}/" in lines[4]
+    assert lines[5].split()[1] == "65536"  # the pod's 64 MiB tmpfs
+
+    # CRI log: <log_directory>/<log_path>
+    echo = mgr.create_container(sb.id, ctr_config(
+        rootfs, "echo", ["sh", "-c", "echo to-out; echo to-err >&2; exit 7"], log_path="e.log"))
+    mgr.start_container(echo)
+    _wait_for(lambda: mgr.container_status(echo).state == ContainerState.CONTAINER_EXITED)
+    c = mgr.container_status(echo)
+    assert (c.exit_code, c.reason) == (7, "Error")
+    assert c.log_path == str(logs / "e.log") and c.finished_at >= c.started_at > 0
+    entries = {(e.stream, e.content) for e in read_cri_log(c.log_path)}
+    assert entries == {("stdout", b"to-out"), ("stderr", b"to-err")}
+
+    stats = mgr.container_stats(own)
+    assert stats.process_count == 1 and stats.memory_usage_bytes > 0
+    pod_stats = mgr.sandbox_stats(sb.id)
+    assert pod_stats.process_count >= 3 and len(pod_stats.containers) == 3
+
+    mgr.stop_container(shared, timeout=5)  # not pid 1 (pod pid ns): SIGTERM kills it
+    assert mgr.container_status(shared).exit_code == 143
+    mgr.stop_container(own, timeout=0)  # SIGKILL at once
+    c = mgr.container_status(own)
+    assert c.state == ContainerState.CONTAINER_EXITED and c.exit_code == 137
+    mgr.stop_container(own, timeout=5)  # idempotent
+    mgr.remove_container(own)
+    mgr.remove_container(own)
+    assert [x.id for x in mgr.list_containers()] == [shared, echo]
+
+    mgr.stop_sandbox(sb.id)
+    assert not netns.exists(sb.netns_path)
+    assert mgr.sandbox_status(sb.id).state == SandboxState.SANDBOX_NOTREADY
+    assert mgr.container_status(shared).state == ContainerState.CONTAINER_EXITED
+    mgr.stop_sandbox(sb.id)
+    mgr.remove_sandbox(sb.id)
+    mgr.remove_sandbox(sb.id)
+    assert mgr.list_sandboxes() == [] and mgr.list_containers() == []
+
+
+def test_host_network_sandbox_never_touches_cni(
+    bridge: None, rootfs: Path, tmp_path: Path
+) -> None:
+    before = snapshot()
+    m = make_manager(tmp_path / "m", rootfs, networks=False)
+    try:
+        with pytest.raises(Exception, match="must be empty for a host-network pod"):
+            m.run_sandbox(pod_config(host_network=True, hostname="pk-pod-h"))
+        sb = m.run_sandbox(pod_config(host_network=True))
+        assert sb.netns_path == "" and sb.ips == ()
+        cid = m.create_container(sb.id, ctr_config(rootfs, "c", ["sleep", "60"]))
+        m.start_container(cid)
+        res = m.exec_sync(cid, ["hostname"], timeout=10)
+        assert res.stdout.decode().strip() == socket.gethostname()
+        pid = m.container_status(cid).pid
+        assert Path(f"/proc/{pid}/ns/net").readlink() == Path("/proc/self/ns/net").readlink()
+        with pytest.raises(Exception, match="needs networks"):
+            m.run_sandbox(pod_config())
+        m.remove_sandbox(sb.id)
+    finally:
+        m.remove_all()
+        m.close()
+    assert leftovers(tmp_path / "m", m) == []
+    assert leaked(before) == []
+
+
+def test_duplicate_pod_name_fails_before_anything_is_created(
+    mgr: SandboxManager,
+) -> None:
+    cfg = pod_config()
+    sb = mgr.run_sandbox(cfg)
+    before = snapshot()
+    with pytest.raises(AlreadyExistsError, match=cfg.metadata.name):
+        mgr.run_sandbox(cfg)
+    assert snapshot() == before
+    assert [s.id for s in mgr.list_sandboxes()] == [sb.id]
+    assert [s.id for s in mgr.list_sandboxes(SandboxFilter(id=sb.id[:6]))] == [sb.id]
+
+
+def test_two_pods_reach_each_other_and_port_mapping_from_host(
+    mgr: SandboxManager, rootfs: Path, tmp_path: Path
+) -> None:
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text("hello from pk-pod-server\n")
+    from podkit._config import Mount
+
+    server = mgr.run_sandbox(pod_config(port_mappings=[PortMapping(container_port=80,
+                                                                   host_port=18080)]))
+    httpd = mgr.create_container(server.id, ctr_config(
+        rootfs, "httpd", ["httpd", "-f", "-p", "80", "-h", "/www"],
+        mounts=[Mount(container_path="/www", host_path=str(www), readonly=True)]))
+    mgr.start_container(httpd)
+    client = mgr.run_sandbox(pod_config())
+    cid = mgr.create_container(client.id, ctr_config(rootfs, "client", ["sleep", "600"]))
+    mgr.start_container(cid)
+    res = mgr.exec_sync(cid, ["wget", "-q", "-O", "-",  # no -T: busybox 1.35 wget -T segfaults
+                              f"http://{server.ip}/index.html"], timeout=20)
+    assert (res.exit_code, res.stdout) == (0, b"hello from pk-pod-server\n"), res.stderr
+
+    # the host port, from the test's "host" namespace (portmap DNAT on OUTPUT)
+    gateway = server.ip.rsplit(".", 1)[0] + ".1"
+    with socket.create_connection((gateway, 18080), timeout=5) as s:
+        s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+        body = b""
+        while chunk := s.recv(4096):
+            body += chunk
+    assert body.endswith(b"hello from pk-pod-server\n"), body
+
+
+def test_parallel_pods(mgr: SandboxManager, rootfs: Path) -> None:
+    n = 20
+
+    def one(i: int) -> str:
+        sb = mgr.run_sandbox(pod_config(f"pk-pod-par-{i}"))
+        cid = mgr.create_container(sb.id, ctr_config(rootfs, "c", ["sleep", "60"]))
+        mgr.start_container(cid)
+        return sb.ip
+
+    with ThreadPoolExecutor(n) as pool:
+        ips = list(pool.map(one, range(n)))
+    assert len(set(ips)) == n
+    assert len(mgr.list_sandboxes(SandboxFilter(state=SandboxState.SANDBOX_READY))) == n
+    with ThreadPoolExecutor(n) as pool:
+        list(pool.map(mgr.remove_sandbox, [s.id for s in mgr.list_sandboxes()]))
+    assert mgr.list_sandboxes() == []
