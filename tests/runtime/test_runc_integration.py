@@ -494,3 +494,25 @@ def test_concurrent_lifecycles_get_their_own_exit_codes(
         t.join(60)
     assert errors == []
     assert results == {cid: 10 + i for i, cid in enumerate(ids)}
+
+
+def test_extra_files_become_fd_3(
+    runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs: Path
+) -> None:
+    cid = new_id()
+    r, w = os.pipe()
+    try:
+        runtime.create(cid, make_bundle(tmp_path, busybox_rootfs, cid, "sh", "-c",
+                                        "echo via-fd-3 >&3"), extra_files=[w])
+        os.close(w)
+        w = -1
+        runtime.start(cid)
+        assert runtime.wait(cid, 20).exit_code == 0
+        with os.fdopen(r, "rb") as f:
+            r = -1
+            assert f.read() == b"via-fd-3\n"
+    finally:
+        for fd in (r, w):
+            if fd >= 0:
+                os.close(fd)
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import stat
 import time
 from pathlib import Path
@@ -45,6 +46,7 @@ case "$1" in
   kill) kill -9 $$;;
   create) sleep 1000 & echo $! > "$CHILD_FILE"; wait;;
   delete) exit 0;;
+  sigs) grep -E 'SigIgn|SigBlk' /proc/self/status;;
   *) echo "unknown command $1" >&2; exit 1;;
 esac
 """
@@ -173,3 +175,12 @@ def test_create_timeout_kills_and_force_deletes(fake: Runc, tmp_path: Path) -> N
     calls = argv_lines(fake)
     assert calls[-1].endswith("delete --force pk-rt-slow")
     assert fake._tmp is None  # the scratch dir for the pid file is gone
+
+
+def test_runtime_process_gets_default_signals(fake: Runc) -> None:
+    # Python ignores SIGPIPE; a runtime (and the container it starts) must not inherit that
+    out = fake._run(["sigs"]).stdout.decode()
+    lines = out.splitlines()
+    fields = dict(line.split(":") for line in lines[:2])
+    assert int(fields["SigIgn"].strip(), 16) & (1 << (signal.SIGPIPE - 1)) == 0
+    assert int(fields["SigBlk"].strip(), 16) == 0

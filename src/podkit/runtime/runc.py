@@ -16,6 +16,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as _dt
+import fcntl
 import json
 import os
 import re
@@ -407,25 +408,62 @@ def _read_fd(fd: int) -> bytes:
     return b"".join(chunks)
 
 
-def _wait_process(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
-    """``proc.wait(timeout)`` without Popen's sleep-polling: block on a pidfd instead.
+_FD_FLOOR = 64  # sources are moved above every target descriptor before the dup2 actions
+_MAX_EXTRA_FILES = _FD_FLOOR - 4
 
-    ``Popen.wait(timeout)`` polls with sleeps of up to 50 ms; a pidfd wakes at the exit.
+
+def _spawn(argv: Sequence[str], fds: Mapping[int, int], env: Mapping[str, str]) -> int:
+    """``posix_spawn`` ``argv`` in a new session with ``fds`` (target -> source) as its only fds.
+
+    Every other descriptor of this process is close-on-exec (Python's default), so the child
+    gets exactly 0, 1, 2 and the listed extras. Ignored signals (Python ignores SIGPIPE) are
+    reset to their defaults so the container does not inherit them; the mask is emptied.
     """
-    if timeout is None:
-        return proc.wait()
+    moved: list[tuple[int, int]] = []
     try:
-        fd = os.pidfd_open(proc.pid)
-    except ProcessLookupError:  # already reaped by Popen itself
-        return proc.wait()
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        if not poller.poll(max(int(timeout * 1000), 1)):
-            raise subprocess.TimeoutExpired(proc.args, timeout)
+        for target, src in fds.items():
+            moved.append((target, fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, _FD_FLOOR)))
+        actions = [(os.POSIX_SPAWN_DUP2, high, target) for target, high in moved]
+        return os.posix_spawn(
+            argv[0], list(argv), dict(env), file_actions=actions, setsid=True,
+            setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ), setsigmask=(),
+        )
     finally:
-        os.close(fd)
-    return proc.wait()
+        for _, high in moved:
+            os.close(high)
+
+
+def _wait_pid(pid: int, timeout: float | None) -> int:
+    """Wait for our child ``pid`` (a pidfd, no polling); Popen-style code (``-sig`` if killed).
+
+    Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds; the child is left running.
+    """
+    if timeout is not None:
+        fd = os.pidfd_open(pid)
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            if not poller.poll(max(int(timeout * 1000), 1)):
+                raise subprocess.TimeoutExpired(str(pid), timeout)
+        finally:
+            os.close(fd)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
+
+
+def _kill_pid_group(pid: int) -> None:
+    """SIGKILL the session/process group led by our child ``pid`` and reap the child."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, _signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, _signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -580,11 +618,15 @@ class Runc:
         stdin: bytes | None = None,
         capture: bool = True,
         timeout: float | None = None,
-        pass_fds: Sequence[int] = (),
+        extra_fds: Sequence[int] = (),
         check: bool = True,
         on_timeout: Any = None,
     ) -> _Result:
-        """Run one command; raise the typed error on failure (``check``) or timeout."""
+        """Run one command; raise the typed error on failure (``check``) or timeout.
+
+        ``extra_fds`` become the child's descriptors 3, 4, ... (``--preserve-fds``); the
+        per-call log memfd comes right after them.
+        """
         log_fd = -1
         offset = 0
         out_fd = in_fd = err_fd = -1
@@ -596,7 +638,6 @@ class Runc:
             log_fd = _memfd("runtime-log")
             log_arg = f"/proc/self/fd/{log_fd}"
         argv = [self.path, *self._global_args(log_arg), *args]
-        fds: list[int] = [*pass_fds] + ([log_fd] if log_fd >= 0 else [])
         devnull = -1
         try:
             if io is not None:
@@ -614,19 +655,19 @@ class Runc:
             if child_err is None:
                 err_fd = _memfd("runtime-stderr")
                 child_err = err_fd
-            if child_in is None or child_out is None or child_err is None:
+            if child_in is None or child_out is None:
                 devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            fds = {0: devnull if child_in is None else child_in,
+                   1: devnull if child_out is None else child_out,
+                   2: child_err}
+            for i, fd in enumerate(extra_fds):
+                fds[3 + i] = fd
+            if log_fd >= 0:
+                log_target = 3 + len(extra_fds)
+                fds[log_target] = log_fd
+                argv = [self.path, *self._global_args(f"/proc/self/fd/{log_target}"), *args]
             try:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=devnull if child_in is None else child_in,
-                    stdout=devnull if child_out is None else child_out,
-                    stderr=devnull if child_err is None else child_err,
-                    env=self.env,
-                    pass_fds=tuple(fds),
-                    start_new_session=True,
-                    close_fds=True,
-                )
+                pid = _spawn(argv, fds, self.env)
             except FileNotFoundError as e:
                 self._path = None
                 raise NotFoundError(
@@ -637,17 +678,17 @@ class Runc:
                     io.close_after_start()
             limit = self.timeout if timeout is None else timeout
             try:
-                rc = _wait_process(proc, limit if limit > 0 else None)
+                rc = _wait_pid(pid, limit if limit > 0 else None)
             except subprocess.TimeoutExpired:
                 if on_timeout is not None:
                     on_timeout()
-                _kill_group(proc)
+                _kill_pid_group(pid)
                 raise RuntimeTimeoutError(
                     f"{self.name} did not finish within {limit} s; its process group was killed",
                     argv,
                 ) from None
             except BaseException:
-                _kill_group(proc)
+                _kill_pid_group(pid)
                 raise
             out = _read_fd(out_fd) if out_fd >= 0 else b""
             if log_fd >= 0:
@@ -886,10 +927,11 @@ class Runc:
         extra: Sequence[str],
     ) -> int:
         monitor = self._monitor()
-        if extra_files:
-            raise UnsupportedOperationError(
-                "extra_files (--preserve-fds) is not supported by this adapter yet",
-                [self.binary, verb, id],
+        if len(extra_files) > _MAX_EXTRA_FILES:
+            from podkit.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"create {id}: {len(extra_files)} extra files, at most {_MAX_EXTRA_FILES}"
             )
         io = io if io is not None else NullIO()
         with self._scratch() as scratch:
@@ -899,9 +941,9 @@ class Runc:
                 else os.path.abspath(pid_file)
             )
             args = self._create_args(verb, id, b, pid_path, console_socket, no_pivot,
-                                     no_new_keyring, 0, extra)
+                                     no_new_keyring, len(extra_files), extra)
             try:
-                self._run(args, io=io, capture=False, timeout=timeout)
+                self._run(args, io=io, capture=False, timeout=timeout, extra_fds=extra_files)
                 pid = int(Path(pid_path).read_text().strip())
             except RuntimeTimeoutError:
                 self._force_delete_quiet(id)
