@@ -311,7 +311,7 @@ class Registry:
                 writer = store.writer(desc.digest, desc.size, f" of {ref}", resume=True)
                 try:
                     self._download(ref, desc, writer, what, progress)
-                    writer.commit()
+                    writer.commit(sync_dir=False)  # pull() syncs the dir once at the end
                 except _Interrupted as e:
                     writer.keep()
                     if attempt >= self.retries:
@@ -394,6 +394,7 @@ class Registry:
                     raise err
             image = store.build_image(reference, target, manifest_desc,
                                       manifest_desc.platform)
+            store.sync()  # every blob rename durable before the record points at it
             return store.put(image)
 
     # -- push ------------------------------------------------------------------------------

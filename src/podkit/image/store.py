@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import ctypes
+import ctypes.util
 import datetime
 import hashlib
 import io
@@ -57,6 +59,23 @@ __all__ = ["BlobWriter", "GCResult", "Image", "ImageStore", "VerifyingReader", "
 
 _CHUNK = 1 << 20
 _MAX_JSON_BLOB = 8 << 20
+_WRITEBACK = 4 << 20
+_SYNC_FILE_RANGE_WRITE = 2
+_libc: Any = None
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing a range back (``sync_file_range``, async, best effort)."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            _libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                              ctypes.c_uint]
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc:
+        _libc.sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
 
 
 def chain_ids(diff_ids: Iterable[str]) -> list[str]:
@@ -225,6 +244,7 @@ class BlobWriter:
         elif self.path.exists():
             self.path.unlink()
         self._f: BinaryIO = open(self.path, "ab")  # noqa: SIM115
+        self._flushed = self.offset
 
     def write(self, data: bytes) -> None:
         """Append ``data``; refuses to grow past the expected size."""
@@ -236,6 +256,11 @@ class BlobWriter:
             )
         self._hash.update(data)
         self._f.write(data)
+        if self.offset - self._flushed >= _WRITEBACK:
+            # start writing back what we have so the fdatasync at commit has little left
+            self._f.flush()
+            _start_writeback(self._f.fileno(), self._flushed, self.offset - self._flushed)
+            self._flushed = self.offset
 
     def restart(self) -> None:
         """Drop what was written (the source could not resume) and start from byte 0."""
@@ -243,8 +268,9 @@ class BlobWriter:
         self._f.seek(0)
         self._hash = hashlib.sha256()
         self.offset = 0
+        self._flushed = 0
 
-    def commit(self) -> None:
+    def commit(self, *, sync_dir: bool = True) -> None:
         """Verify size and digest, then move the blob into place (idempotent for equal data)."""
         self._f.flush()
         os.fdatasync(self._f.fileno())  # the data must be durable before the rename
@@ -262,7 +288,8 @@ class BlobWriter:
         dest = self._store.blob_path(self.digest)
         os.chmod(self.path, 0o444)
         os.replace(self.path, dest)
-        fsync_dir(dest.parent)
+        if sync_dir:
+            fsync_dir(dest.parent)
 
     def keep(self) -> None:
         """Close, keeping the partial file so a later attempt resumes from it."""
@@ -317,6 +344,10 @@ class ImageStore:
     def has_blob(self, digest: str) -> bool:
         """True if the blob is stored (it was verified when written)."""
         return self.blob_path(digest).is_file()
+
+    def sync(self) -> None:
+        """fsync the blobs dir: makes renames of ``commit(sync_dir=False)`` durable."""
+        fsync_dir(self.root / "blobs" / "sha256")
 
     def writer(self, digest: str, size: int | None, where: str = "",
                *, resume: bool = False) -> BlobWriter:
