@@ -51,7 +51,15 @@ from podkit.errors import (
     NotFoundError,
     PodkitError,
 )
-from podkit.runtime import Conmon, ConmonSupervisor, ExecResult, ExitStatus, Runc, Supervisor
+from podkit.runtime import (
+    Conmon,
+    ConmonSupervisor,
+    ExecResult,
+    ExitStatus,
+    Runc,
+    Runtime,
+    Supervisor,
+)
 from podkit.runtime.errors import NotRunningError, RuntimeTimeoutError
 from podkit.sandbox import (
     SandboxConfigError,
@@ -340,7 +348,8 @@ class SandboxManager:
     """Run pods: netns, CNI, sandbox files, a pause container, then application containers.
 
     ``root_dir`` holds per-pod files and bundles, ``state_dir`` the JSON records (and conmon's
-    state); ``runtime`` is a :class:`~podkit.runtime.Runc`; ``networks`` the pod networks
+    state); ``runtime`` a :class:`~podkit.runtime.Runc` (any ``Runtime`` with a ``supervisor``);
+    ``networks`` the pod networks
     (``None``: host-network pods only); ``cdi`` resolves CDI devices; ``pause`` the pause program;
     ``supervisor`` defaults to conmon, so containers, logs and exit codes outlive this process.
     One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
@@ -350,7 +359,7 @@ class SandboxManager:
         self,
         root_dir: str | os.PathLike[str],
         state_dir: str | os.PathLike[str],
-        runtime: Runc,
+        runtime: Runtime,
         networks: cni.Networks | None,
         cdi: DeviceInjector | None = None,
         pause: PauseConfig | None = None,
@@ -376,16 +385,20 @@ class SandboxManager:
         for d in (self.root_dir / "sandboxes", self.root_dir / "containers",
                   self.state_dir / "sandboxes", self.state_dir / "containers"):
             d.mkdir(parents=True, exist_ok=True)
-        self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
-        self._lock_cm.__enter__()
-        self.supervisor: Supervisor = supervisor or ConmonSupervisor(
-            Conmon(runtime, state_dir=self.state_dir / "conmon"))
+        if supervisor is None:
+            if not isinstance(runtime, Runc):
+                raise InvalidArgumentError(
+                    f"runtime {runtime!r} is not a Runc: give a supervisor for it")
+            supervisor = ConmonSupervisor(Conmon(runtime, state_dir=self.state_dir / "conmon"))
+        self.supervisor: Supervisor = supervisor
         self.oom_score_floor = _cri_rules.current_oom_score_adj()
         self._lock = threading.Lock()  # names and the two dicts
         self._names: dict[str, str] = {}
         self._sandboxes: dict[str, Sandbox] = {}
         self._containers: dict[str, Container] = {}
         self._sandbox_locks: dict[str, threading.RLock] = {}
+        self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
+        self._lock_cm.__enter__()  # ConflictError while another manager uses state_dir
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -1,0 +1,177 @@
+"""SandboxManager failure paths with real parts: a fault at every run_sandbox step is undone;
+a manager killed with SIGKILL mid-operation is cleaned up by a new one (``recover``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, require_binary, require_isolated
+from podkit import netns
+from podkit.errors import PodkitError
+from podkit.sandbox import SANDBOX_STEPS, ContainerState, PauseConfig, SandboxManager
+
+from ._pods import (
+    copy_rootfs,
+    ensure_bridge,
+    leaked,
+    leftovers,
+    make_manager,
+    pod_config,
+    snapshot,
+)
+
+pytestmark = pytest.mark.integration
+
+
+class Injected(PodkitError):
+    """The fault a test injects."""
+
+
+@pytest.fixture(scope="module")
+def rootfs(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_rootfs(busybox_rootfs, tmp_path_factory.mktemp("faults") / "rootfs")
+
+
+@pytest.fixture(scope="module")
+def bridge() -> Iterator[None]:
+    require_isolated()
+    for b in ("runc", "conmon"):
+        require_binary(b)
+    yield from ensure_bridge()
+
+
+@pytest.mark.parametrize("step", ["record", *SANDBOX_STEPS])
+def test_fault_at_every_run_sandbox_step_is_undone(
+    bridge: None, rootfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """The step does its work, then fails: everything done so far (this step too) is undone."""
+    before = snapshot()
+    base = tmp_path / "m"
+    m = make_manager(base, rootfs)
+    seen: dict[str, object] = {}
+    if step == "record":
+        def fail_save(self: SandboxManager, obj: object) -> None:
+            raise Injected("disk full")
+
+        monkeypatch.setattr(SandboxManager, "_save", fail_save)
+    else:
+        original = getattr(SandboxManager, f"_do_{step}")
+
+        def do_then_fail(self: SandboxManager, sb: object) -> None:
+            original(self, sb)
+            seen["sandbox"] = sb
+            raise Injected(f"after {step}")
+
+        monkeypatch.setattr(SandboxManager, f"_do_{step}", do_then_fail)
+    cfg = pod_config()
+    try:
+        with pytest.raises(Injected):
+            m.run_sandbox(cfg)
+        monkeypatch.undo()
+        assert m.list_sandboxes() == []
+        sb = seen.get("sandbox")
+        if sb is not None:
+            assert not netns.exists(sb.netns_path)  # type: ignore[attr-defined]
+        assert leftovers(base, m) == []
+        assert leaked(before) == []
+        again = m.run_sandbox(cfg)  # the name was released
+        m.remove_sandbox(again.id)
+    finally:
+        monkeypatch.undo()
+        m.remove_all()
+        m.close()
+    assert leftovers(base, m) == []
+    assert leaked(before) == []
+
+
+def test_real_pause_failure_is_undone(bridge: None, rootfs: Path, tmp_path: Path) -> None:
+    before = snapshot()
+    base = tmp_path / "m"
+    m = make_manager(base, rootfs)
+    m.pause = PauseConfig(rootfs=str(rootfs), args=("/no/such/pause",))
+    try:
+        with pytest.raises(PodkitError, match="no/such/pause"):
+            m.run_sandbox(pod_config())
+        assert m.list_sandboxes() == []
+    finally:
+        m.remove_all()
+        m.close()
+    assert leftovers(base, m) == []
+    assert leaked(before) == []
+
+
+_CHILD = """
+import signal, sys, time
+sys.path[:0] = [{tests!r}]
+from pathlib import Path
+from sandbox._pods import make_manager, pod_config, ctr_config
+from podkit.sandbox import SandboxManager
+
+base, rootfs, mode = Path({base!r}), Path({rootfs!r}), {mode!r}
+m = make_manager(base, rootfs)
+if mode == "mid":
+    original = SandboxManager._do_pause
+    def hang(self, sb):
+        original(self, sb)            # netns, CNI, files and the pause exist; not recorded READY
+        print("HANG", flush=True)
+        time.sleep(600)
+    SandboxManager._do_pause = hang
+sb = m.run_sandbox(pod_config())
+cid = m.create_container(sb.id, ctr_config(rootfs, "app", ["sleep", "600"]))
+m.start_container(cid)
+half = m.create_container(sb.id, ctr_config(rootfs, "half", ["true"]))
+print("READY", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("mode", ["mid", "done"])
+def test_killed_manager_is_recovered_by_a_new_one(
+    bridge: None, rootfs: Path, tmp_path: Path, mode: str
+) -> None:
+    before = snapshot()
+    base = tmp_path / "m"
+    code = textwrap.dedent(_CHILD).format(tests=str(REPO / "tests"), base=str(base),
+                                          rootfs=str(rootfs), mode=mode)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().strip()
+        assert line == ("HANG" if mode == "mid" else "READY"), child.stderr.read() if \
+            child.stderr else ""
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert snapshot() != before  # the dead manager left a pod behind
+
+    m = make_manager(base, rootfs)
+    report = m.recover()
+    try:
+        if mode == "mid":
+            assert len(report.rolled_back) == 1 and report.sandboxes == ()
+            assert m.list_sandboxes() == []
+        else:
+            assert len(report.sandboxes) == 1 and len(report.containers) == 2
+            [sb] = m.list_sandboxes()
+            assert sb.ip.startswith("10.88.")
+            app, half = m.list_containers()
+            assert app.state == ContainerState.CONTAINER_RUNNING
+            assert half.state == ContainerState.CONTAINER_CREATED
+            assert m.exec_sync(app.id, ["echo", "adopted"], timeout=10).stdout == b"adopted\n"
+            m.stop_container(app.id, 0)
+            assert m.container_status(app.id).exit_code == 137
+        assert report.errors == ()
+        m.remove_all()
+    finally:
+        m.close()
+    assert leftovers(base, m) == []
+    assert leaked(before) == []
