@@ -60,7 +60,7 @@ class AlreadyExistsError(OCIRuntimeError, _base.AlreadyExistsError):
 
 
 class NotRunningError(OCIRuntimeError, _base.ConflictError):
-    """The container is in the wrong state for the request (stopped, paused, not started)."""
+    """The container is in the wrong state for the request (stopped, paused, already started)."""
 
 
 class UnsupportedOperationError(OCIRuntimeError):
@@ -80,8 +80,14 @@ _RULES: tuple[tuple[re.Pattern[str], type[OCIRuntimeError]], ...] = (
     (re.compile(r"container does not exist|error opening file .*no such file"
                 r"|cannot open directory .*no such file", re.I), NotFoundError),
     (re.compile(r"paused|not running|not stopped|is not in .* state|no such process"
-                r"|process already finished|stopped container|in a stopped state", re.I),
+                r"|process already finished|stopped container|in a stopped state"
+                r"|already running", re.I),
      NotRunningError),
+)
+# Tried on the raw message first: the telling part is inside quotes.
+_RAW_RULES: tuple[tuple[re.Pattern[str], type[OCIRuntimeError]], ...] = (
+    # crun `start` of a started container: its exec fifo is gone
+    (re.compile(r"exec\.fifo`?: no such file", re.I), NotRunningError),
 )
 _QUOTED = re.compile(r"`[^`]*`|'[^']*'")
 
@@ -126,6 +132,9 @@ def last_error_message(text: str) -> str:
 
 def classify(message: str) -> type[OCIRuntimeError]:
     """The error class for a runtime message (``OCIRuntimeError`` when nothing more specific)."""
+    for pattern, cls in _RAW_RULES:
+        if pattern.search(message):
+            return cls
     blanked = _QUOTED.sub("``", message)
     for pattern, cls in _RULES:
         if pattern.search(blanked):
