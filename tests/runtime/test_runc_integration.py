@@ -516,3 +516,11 @@ def test_extra_files_become_fd_3(
             if fd >= 0:
                 os.close(fd)
 
+
+
+def test_start_twice(runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs: Path) -> None:
+    cid = new_id()
+    started(runtime, tmp_path, busybox_rootfs, cid, "sleep", "1000")
+    with pytest.raises(NotRunningError):  # the wrong-state kind (a ConflictError)
+        runtime.start(cid)
+    assert runtime.state(cid).status == "running"
