@@ -524,3 +524,13 @@ def test_start_twice(runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs:
     with pytest.raises(NotRunningError):  # the wrong-state kind (a ConflictError)
         runtime.start(cid)
     assert runtime.state(cid).status == "running"
+
+
+def test_domainname_warning_only_where_ignored(runtime: Runc, tmp_path: Path) -> None:
+    spec = runc_spec()
+    spec.domainname = "example.org"
+    problems = runtime.check_spec(spec)
+    if runtime.binary == "runc":  # runc 1.1.5 ignores domainname (runc-empirical.md §5)
+        assert any(p.startswith("domainname:") for p in problems)
+    else:  # crun 1.8.1 applies it although it reports runtime-spec 1.0.0
+        assert problems == []

@@ -345,6 +345,10 @@ def _spec_fields(spec: oci.Spec) -> list[tuple[str, str]]:
     return found
 
 
+# Fields a runtime applies although the spec version it reports is older (runc-empirical.md §5).
+_KNOWN_APPLIED: dict[str, tuple[str, ...]] = {"crun": ("domainname",)}
+
+
 def check_spec(
     spec: oci.Spec,
     features: oci.Features | None = None,
@@ -754,12 +758,20 @@ class Runc:
             )
         return self._features
 
-    def check_spec(self, spec: oci.Spec) -> list[str]:
-        """``check_spec(spec)`` against this runtime's features (or reported spec version)."""
+    def check_spec(self, spec: oci.Spec) -> builtins.list[str]:
+        """``check_spec(spec)`` against this runtime's features (or reported spec version).
+
+        Fields a runtime is known to apply although its reported spec version predates them
+        (crun 1.8.1 reports 1.0.0 but sets ``domainname``) are not reported.
+        """
         try:
-            return check_spec(spec, self.features())
+            problems = check_spec(spec, self.features())
         except UnsupportedOperationError:
-            return check_spec(spec, None, self.version().spec)
+            version = self.version()
+            problems = check_spec(spec, None, version.spec)
+            applied = _KNOWN_APPLIED.get(version.name, ())
+            problems = [p for p in problems if p.split(":", 1)[0] not in applied]
+        return problems
 
     def state(self, id: str) -> ContainerState:
         """The container's state, normalised across runc and crun."""
