@@ -1358,13 +1358,14 @@ class _FdIO:
         self._fds = (out_fd, err_fd)
 
     def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """``/dev/null`` stdin, the given stdout and stderr."""
         return None, self._fds[0], self._fds[1]
 
     def close_after_start(self) -> None:
-        pass
+        """Nothing: the caller closes its descriptors."""
 
     def close(self) -> None:
-        pass
+        """Nothing: the caller closes its descriptors."""
 
 
 def _cgroups_path(b: Bundle) -> str | None:
