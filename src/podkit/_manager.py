@@ -359,7 +359,7 @@ class SandboxManager:
         self,
         root_dir: str | os.PathLike[str],
         state_dir: str | os.PathLike[str],
-        runtime: Runtime,
+        runtime: Runc | Runtime,
         networks: cni.Networks | None,
         cdi: DeviceInjector | None = None,
         pause: PauseConfig | None = None,
@@ -815,6 +815,11 @@ class SandboxManager:
 
     def _log_path(self, c: Container) -> str:
         return c.log_path or str(self._container_dir(c.id) / "container.log")
+
+    def container_log_file(self, id: str) -> str:
+        """Where the container's output goes: its CRI log path, or a file in its own dir
+        when the pod has no log directory (removed with the container)."""
+        return self._log_path(self._get_container(id))
 
     def start_container(self, id: str) -> None:
         """Create and start the container under the supervisor (CREATED -> RUNNING)."""
