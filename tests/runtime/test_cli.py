@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,15 @@ from conftest import require_binary, require_isolated
 from podkit.cli import main
 from podkit.oci.defaults import runc_spec
 from podkit.runtime import Runc
+from podkit.runtime.monitor import is_subreaper, set_subreaper
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_subreaper() -> Iterator[None]:
+    """Creating containers makes this process a subreaper; give that back afterwards."""
+    was = is_subreaper()
+    yield
+    set_subreaper(was)
 
 
 def write_config(tmp_path: Path, cid: str, *args: str, terminal: bool = False) -> Path:

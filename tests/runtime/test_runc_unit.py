@@ -7,6 +7,7 @@ import os
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from podkit.runtime import (
     RuntimeTimeoutError,
     UnsupportedOperationError,
 )
+from podkit.runtime.monitor import is_subreaper, set_subreaper
 
 FAKE = r"""#!/bin/sh
 log=""
@@ -50,6 +52,14 @@ case "$1" in
   *) echo "unknown command $1" >&2; exit 1;;
 esac
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _restore_subreaper() -> Iterator[None]:
+    """Creating containers makes this process a subreaper; give that back afterwards."""
+    was = is_subreaper()
+    yield
+    set_subreaper(was)
 
 
 @pytest.fixture
