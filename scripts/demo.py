@@ -1,37 +1,50 @@
 #!/usr/bin/env python3
-"""podkit demo: build an OCI spec with podkit and run it with runc on a busybox rootfs.
+"""podkit demo: two real pods on podkit's built-in bridge network.
 
-Run by ``make demo`` (as root, inside ``scripts/isolated``). Everything it creates lives in one
-temp dir and is removed at the end, even on failure: the bundle, runc's state and the container.
+A server pod runs busybox httpd serving a file; a client pod fetches it over the pod network
+(pod IP to pod IP across the bridge), and the host fetches it through the server pod's host
+port. Every step is timed; everything is torn down at the end, even on failure.
+
+Run by ``make demo`` (as root, inside ``scripts/isolated``: the bridge, veths and iptables rules
+live in a private network namespace).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
-from podkit import oci
+from podkit.container import ContainerConfig, ContainerMetadata, Mount
+from podkit.runtime import Runc, read_cri_log
+from podkit.sandbox import (
+    Container,
+    ContainerState,
+    DNSConfig,
+    PauseConfig,
+    PodSandboxMetadata,
+    PortMapping,
+    SandboxConfig,
+    SandboxManager,
+    default_networks,
+)
 
 BUSYBOX = Path("/bin/busybox")
-ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-SCRIPT = """
-echo "hostname : $(hostname)"
-echo "user     : $(id)"
-echo "greeting : $GREETING"
-echo "kernel   : $(uname -sr)"
-echo "caps     : $(grep CapEff /proc/self/status | cut -f2)"
-touch /tmp/probe 2>/dev/null && echo "rootfs   : writable" || echo "rootfs   : read-only"
-echo "scratch  : $(echo hi > /scratch/f && cat /scratch/f) (tmpfs)"
-"""
+HOST_PORT = 8080
+T = TypeVar("T")
 
 
 def make_rootfs(dest: Path) -> Path:
-    """A tiny rootfs: static busybox, a symlink per applet, and two users."""
-    for d in ("bin", "etc", "proc", "sys", "dev", "tmp", "scratch"):
+    """A tiny rootfs: static busybox and a symlink per applet."""
+    for d in ("bin", "etc", "proc", "sys", "dev", "tmp", "www"):
         (dest / d).mkdir(parents=True)
     shutil.copy2(BUSYBOX, dest / "bin" / "busybox")
     applets = subprocess.run([str(BUSYBOX), "--list"], capture_output=True, text=True,
@@ -39,73 +52,126 @@ def make_rootfs(dest: Path) -> Path:
     for applet in applets:
         if applet != "busybox":
             (dest / "bin" / applet).symlink_to("busybox")
-    (dest / "etc" / "passwd").write_text("root:x:0:0::/:/bin/sh\ndemo:x:1000:1000::/:/bin/sh\n")
-    (dest / "etc" / "group").write_text("root:x:0:\ndemo:x:1000:\nvideo:x:44:demo\n")
-    (dest / "scratch").chmod(0o1777)  # runc gives a tmpfs the mode of its mountpoint
+    (dest / "etc" / "passwd").write_text("root:x:0:0::/:/bin/sh\n")
     return dest
 
 
-def build_spec(rootfs: Path, cgroup: str) -> oci.Spec:
-    """containerd's default Unix spec, then one option per concept, read top to bottom."""
-    return oci.generate(
-        oci.default_spec(),
-        oci.with_rootfs_path(str(rootfs)),
-        oci.with_rootfs_readonly(),
-        oci.with_process_args("sh", "-c", SCRIPT),
-        oci.with_default_path_env(),
-        oci.with_env({"GREETING": "hello from a podkit spec"}),
-        oci.with_hostname("podkit-demo"),
-        oci.with_user("demo"),  # looked up in the rootfs' /etc/passwd
-        oci.with_additional_gids("demo"),  # groups listing demo in /etc/group
-        oci.with_capabilities(["CAP_NET_BIND_SERVICE"]),
-        oci.with_ambient_capabilities(["CAP_NET_BIND_SERVICE"]),
-        oci.with_mounts([oci.Mount(destination="/scratch", type="tmpfs", source="tmpfs",
-                                   options=["nosuid", "nodev", "size=1m"])]),
-        oci.with_memory_limit(64 << 20),
-        oci.with_pids_limit(32),
-        oci.with_cgroup(cgroup),
-        oci.without_run_mount(),
-        oci.with_minimum_oci_version(),
-    )
+def timed(what: str, fn: Callable[[], T]) -> T:
+    """Run ``fn`` and print how long it took."""
+    t0 = time.perf_counter()
+    result = fn()
+    print(f"  {(time.perf_counter() - t0) * 1000:7.1f} ms  {what}")
+    return result
+
+
+@contextmanager
+def workdir() -> Iterator[Path]:
+    work = Path(tempfile.mkdtemp(prefix="podkit-demo-"))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def container(rootfs: Path, name: str, *command: str, mounts: tuple[Mount, ...] = ()
+              ) -> ContainerConfig:
+    return ContainerConfig(metadata=ContainerMetadata(name=name), image=str(rootfs),
+                           command=list(command), log_path=f"{name}.log", mounts=mounts)
+
+
+def run(work: Path) -> int:
+    rootfs = make_rootfs(work / "rootfs")
+    www = work / "www"
+    www.mkdir()
+    (www / "index.html").write_text("hello from the podkit server pod\n")
+    state = work / "state"
+    mgr = SandboxManager(work / "root", state, Runc(root=state / "runc"),
+                         default_networks(state), pause=PauseConfig(rootfs=str(rootfs)))
+    try:
+        print("podkit demo: two pods on the built-in bridge network (pk0, 10.88.0.0/16)")
+        server = timed("run_sandbox server (netns, CNI bridge+portmap, files, pause)",
+                       lambda: mgr.run_sandbox(SandboxConfig(
+                           metadata=PodSandboxMetadata(name="server", namespace="demo"),
+                           hostname="server", log_directory=str(work / "logs" / "server"),
+                           port_mappings=[PortMapping(container_port=80, host_port=HOST_PORT)])))
+        httpd = timed("create httpd", lambda: mgr.create_container(server.id, container(
+            rootfs, "httpd", "httpd", "-f", "-v", "-p", "80", "-h", "/www",
+            mounts=(Mount(container_path="/www", host_path=str(www), readonly=True),))))
+        timed("start httpd (under conmon)", lambda: mgr.start_container(httpd))
+        client = timed("run_sandbox client", lambda: mgr.run_sandbox(SandboxConfig(
+            metadata=PodSandboxMetadata(name="client", namespace="demo"), hostname="client",
+            log_directory=str(work / "logs" / "client"),
+            dns_config=DNSConfig(servers=["10.88.0.1"], searches=["demo.svc"]))))
+        url = f"http://{server.ip}/index.html"
+        fetch = timed("create + start the client (wget from the server pod)",
+                      lambda: _start(mgr, client.id, container(
+                          rootfs, "fetch", "sh", "-c",
+                          f"until wget -q -O - {url}; do sleep 0.1; done")))
+        status = timed("wait for the client to exit", lambda: _wait_exit(mgr, fetch))
+        print(f"\nserver pod {server.id[:12]} ip {server.ip}; client pod {client.id[:12]} "
+              f"ip {client.ip}")
+        print(f"client exit code {status.exit_code} ({status.reason}); its log "
+              f"{status.log_path}:")
+        got = b"".join(line.content + b"\n" for line in read_cri_log(status.log_path))
+        print("  " + got.decode().strip())
+        from_host = timed(f"host -> gateway:{HOST_PORT} (portmap DNAT) -> httpd",
+                          lambda: _http_get("10.88.0.1", HOST_PORT))
+        status_line = from_host.split(b"\r\n", 1)[0].decode()
+        last_line = from_host.decode().strip().splitlines()[-1]
+        print(f"  {status_line} ... {last_line}")
+        res = mgr.exec_sync(httpd, ["hostname"], timeout=10)
+        print(f"exec_sync in httpd: hostname -> {res.stdout.decode().strip()}")
+        stats = mgr.sandbox_stats(server.id)
+        print(f"server pod cgroups: {stats.process_count} processes, "
+              f"{stats.memory_working_set_bytes // 1024} KiB working set")
+        ok = status.exit_code == 0 and got == b"hello from the podkit server pod\n" \
+            and from_host.endswith(b"hello from the podkit server pod\n")
+        print("\ntearing down")
+        timed("remove_sandbox client", lambda: mgr.remove_sandbox(client.id))
+        timed("remove_sandbox server (containers, pause, CNI DEL, netns, files)",
+              lambda: mgr.remove_sandbox(server.id))
+        print("demo " + ("OK" if ok else "FAILED"))
+        return 0 if ok else 1
+    finally:
+        mgr.remove_all()
+        mgr.close()
+
+
+def _start(mgr: SandboxManager, sandbox_id: str, cfg: ContainerConfig) -> str:
+    cid = mgr.create_container(sandbox_id, cfg)
+    mgr.start_container(cid)
+    return cid
+
+
+def _wait_exit(mgr: SandboxManager, cid: str, timeout: float = 30.0) -> Container:
+    deadline = time.monotonic() + timeout
+    while (status := mgr.container_status(cid)).state != ContainerState.CONTAINER_EXITED:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"container {cid} still running after {timeout}s")
+        time.sleep(0.05)
+    return status
+
+
+def _http_get(host: str, port: int) -> bytes:
+    with socket.create_connection((host, port), timeout=5) as s:
+        s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    return data
 
 
 def main() -> int:
-    runc = shutil.which("runc", path=ENV["PATH"])
-    if os.geteuid() != 0 or runc is None or not BUSYBOX.exists():
-        print("demo needs root, runc and /bin/busybox (run `make demo`)", file=sys.stderr)
+    if os.geteuid() != 0 or not BUSYBOX.exists() or os.environ.get("PODKIT_ISOLATED") != "1":
+        print("demo needs root, /bin/busybox and scripts/isolated (run `make demo`)",
+              file=sys.stderr)
         return 1
-    cid = f"pk-demo-{os.getpid()}"
-    work = Path(tempfile.mkdtemp(prefix="podkit-demo-"))
-    state = work / "runc-state"
-    try:
-        rootfs = make_rootfs(work / "rootfs")
-        spec = build_spec(rootfs, f"/{cid}")
-        problems = oci.validate(spec)
-        if problems:
-            print("podkit found problems in the spec:", *problems, sep="\n  ", file=sys.stderr)
+    with workdir() as work:
+        try:
+            return run(work)
+        except Exception as exc:
+            print(f"demo FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
-        spec.dump(work / "config.json")
-        user = spec.process.user if spec.process else None
-        assert user is not None
-        print(f"podkit: default_spec() + options -> {work / 'config.json'}")
-        print(f"  ociVersion {spec.oci_version} (oldest release with every field used)")
-        print(f"  user 'demo' -> uid {user.uid} gid {user.gid} groups {user.additional_gids}"
-              " (from the rootfs' /etc/passwd and /etc/group)")
-        print(f"  mounts {' '.join(m.destination for m in spec.mounts or [])}; rootfs read-only")
-        print(f"  cgroup /{cid}: memory 64 MiB, 32 pids; oci.validate(): no problems")
-        print(f"running: runc run --bundle {work} {cid}\n")
-        result = subprocess.run([runc, "--root", str(state), "run", "--bundle", str(work), cid],
-                                stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                timeout=60, env=ENV)
-        print(result.stdout.strip())
-        if result.returncode != 0:
-            print(f"\nrunc exited {result.returncode}: {result.stderr.strip()}", file=sys.stderr)
-        return result.returncode
-    finally:
-        subprocess.run([runc, "--root", str(state), "delete", "-f", cid],
-                       capture_output=True, timeout=30, env=ENV)
-        shutil.rmtree(work, ignore_errors=True)
-        print(f"\ncleaned up: container {cid}, {work}")
 
 
 if __name__ == "__main__":
