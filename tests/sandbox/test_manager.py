@@ -1,0 +1,351 @@
+"""SandboxManager logic with fakes (no root): names, records, validation, rollback, recovery.
+
+Pods here use the host network and host IPC, so no netns, CNI or shm mount is involved; the
+runtime is ``FakeRuntime`` behind a small in-memory supervisor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podkit._config import (
+    Capability,
+    ContainerConfig,
+    ContainerMetadata,
+    LinuxContainerConfig,
+    LinuxContainerResources,
+    LinuxContainerSecurityContext,
+    LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext,
+    Mount,
+    NamespaceMode,
+    NamespaceOption,
+    PodSandboxMetadata,
+    SandboxConfig,
+)
+from podkit._manager import _cgroup_dir, _quantity
+from podkit.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PodkitError,
+)
+from podkit.runtime import ExecResult, ExitStatus
+from podkit.runtime.errors import OCIRuntimeError
+from podkit.runtime.testing import FakeRuntime
+from podkit.sandbox import (
+    ContainerFilter,
+    ContainerState,
+    PauseConfig,
+    SandboxFilter,
+    SandboxManager,
+    SandboxState,
+)
+
+
+class FakeSupervisor:
+    """Supervisor over FakeRuntime; ``fail_start`` makes the next start fail."""
+
+    def __init__(self, rt: FakeRuntime) -> None:
+        self.rt = rt
+        self.fail_start: set[str] = set()
+
+    def start(self, id: str, bundle: Any, *, log_path: Any, tty: bool = False,
+              stdin: bool = False, stdin_once: bool = False) -> int:
+        if id in self.fail_start:
+            raise OCIRuntimeError("fake: exec: no such file")
+        pid = self.rt.create(id, bundle)
+        self.rt.start(id)
+        return pid
+
+    def wait(self, id: str, timeout: float | None = None) -> ExitStatus:
+        return self.rt.wait(id, timeout)
+
+    def exec_sync(self, id: str, args: Sequence[str], timeout: float | None = None
+                  ) -> ExecResult:
+        return self.rt.exec_sync(id, args, timeout)
+
+    def delete(self, id: str, force: bool = False) -> None:
+        if id not in self.rt.containers:
+            raise NotFoundError(f"not supervised: {id}")
+        self.rt.delete(id, force=force)
+
+    def attach(self, id: str) -> Any:
+        raise NotImplementedError
+
+    def resize(self, id: str, rows: int, cols: int) -> None:
+        raise NotImplementedError
+
+    def reopen_log(self, id: str) -> None:
+        pass
+
+    def stop(self, id: str, timeout: float = 10.0) -> ExitStatus:
+        raise NotImplementedError
+
+
+def host_pod(name: str = "pk-pod-a", **kw: Any) -> SandboxConfig:
+    ns = NamespaceOption(network=NamespaceMode.NODE, ipc=NamespaceMode.NODE)
+    return SandboxConfig(
+        metadata=PodSandboxMetadata(name=name, uid="u1", namespace="pk"),
+        linux=LinuxPodSandboxConfig(
+            security_context=LinuxSandboxSecurityContext(namespace_options=ns)), **kw)
+
+
+def ctr(rootfs: Path, name: str = "c", **kw: Any) -> ContainerConfig:
+    return ContainerConfig(metadata=ContainerMetadata(name=name), image=str(rootfs),
+                           command=["sleep", "1"], **kw)
+
+
+@pytest.fixture
+def rootfs(tmp_path: Path) -> Path:
+    r = tmp_path / "rootfs"
+    (r / "etc").mkdir(parents=True)
+    (r / "etc" / "passwd").write_text("root:x:0:0::/:/bin/sh\n")
+    return r
+
+
+@pytest.fixture
+def parts(tmp_path: Path, rootfs: Path) -> Iterator[tuple[SandboxManager, FakeRuntime,
+                                                          FakeSupervisor]]:
+    rt = FakeRuntime()
+    sup = FakeSupervisor(rt)
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup)
+    yield m, rt, sup
+    m.close()
+
+
+def on_disk(tmp_path: Path) -> list[str]:
+    out = []
+    for kind in ("sandboxes", "containers"):
+        out += [p.name for p in (tmp_path / "state" / kind).iterdir()]
+        out += [p.name for p in (tmp_path / "root" / kind).iterdir()]
+    return out
+
+
+def test_lifecycle_records_and_filters(parts: Any, tmp_path: Path, rootfs: Path) -> None:
+    m, rt, _ = parts
+    sb = m.run_sandbox(host_pod(labels={"app": "web"}))
+    assert sb.state == SandboxState.SANDBOX_READY and sb.steps == ("files", "pause")
+    record = json.loads((tmp_path / "state" / "sandboxes" / f"{sb.id}.json").read_text())
+    assert record["phase"] == "created" and record["config"]["labels"] == {"app": "web"}
+    assert (tmp_path / "root" / "sandboxes" / sb.id / "hostname").read_text() == \
+        os.uname().nodename + "\n"
+    cid = m.create_container(sb.id, ctr(rootfs, labels={"tier": "x"}))
+    assert cid not in rt.containers  # the runtime sees it at start
+    assert m.container_status(cid).state == ContainerState.CONTAINER_CREATED
+    m.start_container(cid)
+    with pytest.raises(ConflictError, match="not CREATED"):
+        m.start_container(cid)
+    assert [s.id for s in m.list_sandboxes(SandboxFilter(label_selector={"app": "web"}))] == \
+        [sb.id]
+    assert m.list_sandboxes(SandboxFilter(label_selector={"app": "db"})) == []
+    assert [c.id for c in m.list_containers(ContainerFilter(pod_sandbox_id=sb.id))] == [cid]
+    assert m.list_containers(ContainerFilter(state=ContainerState.CONTAINER_EXITED)) == []
+    rt.exit(cid, 3)
+    c = m.container_status(cid)
+    assert (c.state, c.exit_code, c.reason) == (ContainerState.CONTAINER_EXITED, 3, "Error")
+    m.stop_sandbox(sb.id)
+    m.stop_sandbox(sb.id)
+    assert m.sandbox_status(sb.id).state == SandboxState.SANDBOX_NOTREADY
+    with pytest.raises(ConflictError, match="not ready"):
+        m.create_container(sb.id, ctr(rootfs, "late"))
+    m.remove_sandbox(sb.id)
+    m.remove_sandbox(sb.id)
+    m.stop_sandbox("nope")
+    m.remove_container("nope")
+    m.stop_container("nope")
+    assert on_disk(tmp_path) == [] and rt.containers == {}
+    with pytest.raises(NotFoundError):
+        m.sandbox_status(sb.id)
+
+
+def test_stop_container_escalates_and_uses_the_stop_signal(parts: Any, rootfs: Path) -> None:
+    m, rt, _ = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, ctr(rootfs))
+    m.start_container(cid)
+    m.stop_container(cid, timeout=0.1)  # the fake init ignores SIGTERM
+    assert m.container_status(cid).exit_code == 137
+    kills = [c for c in rt.calls if c[0] == "kill" and c[1] == cid]
+    assert [k[2] for k in kills] == [15, 9]
+    c2 = m.create_container(sb.id, ctr(rootfs, "c2", stop_signal=2))
+    m.start_container(c2)
+    m.stop_container(c2, timeout=5)
+    assert m.container_status(c2).exit_code == 130
+    m.remove_sandbox(sb.id)
+
+
+@pytest.mark.parametrize("step", ["files", "pause"])
+def test_failure_undoes_every_step(parts: Any, tmp_path: Path, step: str,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    m, rt, _sup = parts
+    original = getattr(SandboxManager, f"_do_{step}")
+
+    def fail(self: SandboxManager, sb: Any) -> None:
+        original(self, sb)
+        raise PodkitError("injected")
+
+    monkeypatch.setattr(SandboxManager, f"_do_{step}", fail)
+    with pytest.raises(PodkitError, match="injected"):
+        m.run_sandbox(host_pod())
+    assert on_disk(tmp_path) == [] and rt.containers == {}
+    monkeypatch.undo()
+    m.remove_sandbox(m.run_sandbox(host_pod()).id)  # the name is free again
+
+
+def test_start_failure_is_recorded_and_leaves_nothing_in_the_runtime(
+    parts: Any, rootfs: Path
+) -> None:
+    m, rt, sup = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, ctr(rootfs))
+    sup.fail_start.add(cid)
+    with pytest.raises(OCIRuntimeError):
+        m.start_container(cid)
+    c = m.container_status(cid)
+    assert (c.state, c.reason) == (ContainerState.CONTAINER_EXITED, "StartError")
+    assert cid not in rt.containers
+    m.remove_sandbox(sb.id)
+
+
+def test_undo_failure_keeps_the_record_for_recover(
+    parts: Any, tmp_path: Path, rootfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m, rt, sup = parts
+
+    def fail_pause(self: SandboxManager, sb: Any) -> None:
+        raise PodkitError("pause failed")
+
+    def fail_undo(self: SandboxManager, sb: Any) -> None:
+        raise PodkitError("cannot clean files")
+
+    monkeypatch.setattr(SandboxManager, "_do_pause", fail_pause)
+    monkeypatch.setattr(SandboxManager, "_undo_files", fail_undo)
+    with pytest.raises(PodkitError, match="pause failed") as info:
+        m.run_sandbox(host_pod())
+    assert any("cannot clean files" in n for n in info.value.__notes__)
+    monkeypatch.undo()
+    m.close()
+    m2 = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                        pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup)
+    report = m2.recover()
+    assert len(report.rolled_back) == 1 and report.errors == ()
+    assert on_disk(tmp_path) == []
+    m2.close()
+
+
+def test_recover_adopts_and_remove_all(parts: Any, tmp_path: Path, rootfs: Path) -> None:
+    m, rt, sup = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, ctr(rootfs))
+    m.start_container(cid)
+    m.close()
+    m2 = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                        pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup)
+    report = m2.recover()
+    assert report.sandboxes == (sb.id,) and report.containers == (cid,)
+    assert m2.container_status(cid).state == ContainerState.CONTAINER_RUNNING
+    with pytest.raises(AlreadyExistsError):
+        m2.run_sandbox(host_pod())  # the name index was rebuilt
+    m2.remove_all()
+    assert on_disk(tmp_path) == [] and rt.containers == {}
+    m2.close()
+
+
+def test_one_manager_per_state_dir(parts: Any, tmp_path: Path, rootfs: Path) -> None:
+    _m, rt, sup = parts
+    with pytest.raises(ConflictError, match="locked"):
+        SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup)
+
+
+def test_constructor_errors(tmp_path: Path, rootfs: Path) -> None:
+    rt = FakeRuntime()
+    with pytest.raises(InvalidArgumentError, match="infra-less"):
+        SandboxManager(tmp_path / "r", tmp_path / "s", rt, None)
+    with pytest.raises(InvalidArgumentError, match="not a directory"):
+        SandboxManager(tmp_path / "r", tmp_path / "s", rt, None,
+                       pause=PauseConfig(rootfs=str(tmp_path / "missing")))
+    with pytest.raises(InvalidArgumentError, match="give a supervisor"):
+        SandboxManager(tmp_path / "r", tmp_path / "s", rt, None,
+                       pause=PauseConfig(rootfs=str(rootfs)))
+
+
+def _sc(**kw: Any) -> LinuxContainerConfig:
+    return LinuxContainerConfig(security_context=LinuxContainerSecurityContext(**kw))
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda r: ctr(r, linux=_sc(capabilities=Capability(add_capabilities=["BOGUS"]))),
+     "unknown capability 'CAP_BOGUS'"),
+    (lambda r: ctr(r, mounts=[Mount(container_path="data", host_path="/tmp")]),
+     "must be absolute"),
+    (lambda r: ctr(r / "missing"), "must be an existing rootfs directory"),
+    (lambda r: ctr(r, linux=_sc(privileged=True)), "no privileged container allowed"),
+    (lambda r: ctr(r, linux=_sc(namespace_options=NamespaceOption(
+        pid=NamespaceMode.TARGET, target_id="nope"))), "no such container"),
+    (lambda r: ctr(r, cdi_devices=["vendor.com/gpu=0"]), "no CDI cache"),
+    (lambda r: ctr(r, name="bad_name"), "must not contain"),
+])
+def test_bad_container_configs_fail_before_anything_is_created(
+    parts: Any, tmp_path: Path, rootfs: Path, make: Any, message: str
+) -> None:
+    m, _rt, _ = parts
+    sb = m.run_sandbox(host_pod())
+    before = on_disk(tmp_path)
+    with pytest.raises(InvalidArgumentError, match=message):
+        m.create_container(sb.id, make(rootfs))
+    assert on_disk(tmp_path) == before
+    assert m.list_containers() == []
+    m.create_container(sb.id, ctr(rootfs))  # the name was not taken
+    m.remove_sandbox(sb.id)
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    (host_pod(name="bad_name"), "must not contain"),
+    (host_pod(hostname="h"), "must be empty for a host-network pod"),
+    (SandboxConfig(metadata=PodSandboxMetadata(name="p")), "needs networks"),
+])
+def test_bad_sandbox_configs_fail_before_anything_is_created(
+    parts: Any, tmp_path: Path, config: SandboxConfig, message: str
+) -> None:
+    m, rt, _ = parts
+    with pytest.raises(InvalidArgumentError, match=message):
+        m.run_sandbox(config)
+    assert on_disk(tmp_path) == [] and rt.containers == {}
+
+
+def test_update_resources_and_target_pid(parts: Any, rootfs: Path) -> None:
+    m, rt, _ = parts
+    sb = m.run_sandbox(host_pod())
+    target = m.create_container(sb.id, ctr(rootfs, "t"))
+    m.start_container(target)
+    cid = m.create_container(sb.id, ctr(rootfs, "d", linux=_sc(
+        namespace_options=NamespaceOption(pid=NamespaceMode.TARGET, target_id=target))))
+    spec = json.loads((m.root_dir / "containers" / cid / "bundle" / "config.json").read_text())
+    pid_ns = [n for n in spec["linux"]["namespaces"] if n["type"] == "pid"]
+    assert pid_ns == [{"type": "pid", "path": f"/proc/{rt.containers[target].state.pid}/ns/pid"}]
+    m.update_container_resources(target, LinuxContainerResources(memory_limit_in_bytes=1 << 26))
+    res = rt.resources_of(target)
+    assert res is not None and res.memory is not None and res.memory.limit == 1 << 26
+    assert m.container_status(target).config.linux.resources is not None
+    m.remove_sandbox(sb.id)
+
+
+def test_quantities_and_cgroup_dirs() -> None:
+    assert _quantity("10M", "x") == 10_000_000
+    assert _quantity("1Gi", "x") == 1 << 30
+    assert _quantity("512", "x") == 512
+    with pytest.raises(InvalidArgumentError, match="'ten' is not a quantity"):
+        _quantity("ten", "annotation kubernetes.io/ingress-bandwidth")
+    assert _cgroup_dir("memory", "/podkit/abc") == Path("/sys/fs/cgroup/memory/podkit/abc")
+    assert _cgroup_dir("pids", "kubepods-burst.slice:cri-podkit:abc") == Path(
+        "/sys/fs/cgroup/pids/kubepods.slice/kubepods-burst.slice/cri-podkit-abc.scope")
