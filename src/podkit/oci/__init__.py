@@ -11,6 +11,7 @@ from podkit.oci.spec import __all__ as _spec_all
 from podkit.oci.validate import (
     Problem,
     check,
+    enum_problems,
     minimum_version,
     unsupported_fields,
     validate,
@@ -27,6 +28,7 @@ __all__ = [
     "Problem",
     "SpecError",
     "check",
+    "enum_problems",
     "minimum_version",
     "unsupported_fields",
     "validate",

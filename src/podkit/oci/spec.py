@@ -527,28 +527,30 @@ class Spec:
     extra: dict[str, Any] = extra()
 
     @classmethod
-    def from_dict(cls, data: Any) -> Spec:
+    def from_dict(cls, data: Any, *, strict: bool = True) -> Spec:
         """Build a spec from decoded JSON; raise ``SpecError`` naming the JSON path on bad input.
 
-        Unknown enum values are kept (see ``podkit.oci.validate`` to report them).
+        With ``strict`` (the default) an unknown enum value (namespace type, seccomp action,
+        capability, ...) is an error too; ``strict=False`` keeps it, so documents from newer
+        spec versions round-trip losslessly (``oci.validate`` reports such values).
         """
         from podkit.oci.codec import structure
 
-        return structure(data, cls)
+        return _known_values(structure(data, cls), strict, None)
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Spec:
-        """Parse ``config.json`` text."""
+    def from_json(cls, text: str | bytes, *, strict: bool = True) -> Spec:
+        """Parse ``config.json`` text (``strict`` as in ``from_dict``)."""
         from podkit.oci.codec import loads
 
-        return loads(text, cls)
+        return _known_values(loads(text, cls), strict, None)
 
     @classmethod
-    def load(cls, path: str | Path) -> Spec:
-        """Read and parse a ``config.json`` file."""
+    def load(cls, path: str | Path, *, strict: bool = True) -> Spec:
+        """Read and parse a ``config.json`` file (``strict`` as in ``from_dict``)."""
         from podkit.oci.codec import load
 
-        return load(path, cls)
+        return _known_values(load(path, cls), strict, str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain dicts/lists (camelCase keys, absent fields left out)."""
@@ -573,6 +575,19 @@ class Spec:
         from podkit.oci.codec import deep_copy
 
         return deep_copy(self)
+
+
+def _known_values(spec: Spec, strict: bool, source: str | None) -> Spec:
+    """Raise ``SpecError`` for the first unknown enum value when ``strict``."""
+    if strict:
+        from podkit.oci.codec import SpecError
+        from podkit.oci.validate import enum_problems
+
+        problems = enum_problems(spec)
+        if problems:
+            more = "".join(f"; {p}" for p in problems[1:])
+            raise SpecError(problems[0].path, problems[0].message + more, source)
+    return spec
 
 
 @model

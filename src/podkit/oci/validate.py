@@ -6,9 +6,9 @@ rules the spec text states but the schema cannot (absolute paths, duplicate name
 known capability and rlimit names, device numbers, user-namespace mappings, ...). It never raises:
 it returns a list of ``Problem`` (JSON path + message), empty when the spec is valid.
 
-The loader (``Spec.from_json`` & co.) already rejects wrong JSON types and out-of-range integers,
-but keeps unknown enum strings (lossless for documents from newer spec versions); this module is
-where such values are reported. Everything here is a pure function of its arguments.
+The loader (``Spec.from_json`` & co.) rejects wrong JSON types, out-of-range integers and (unless
+``strict=False``, which keeps documents from newer spec versions lossless) unknown enum values,
+using ``enum_problems`` from here. Everything here is a pure function of its arguments.
 """
 
 from __future__ import annotations
@@ -344,9 +344,12 @@ def _structural(obj: Any) -> tuple[list[Problem], bool]:
 # --- semantic rules ----------------------------------------------------------------------------
 
 
+_UNKNOWN = "unknown "
+
+
 def _enum(value: str | None, known: Iterable[str], path: str, what: str) -> Iterator[Problem]:
     if value is not None and value not in known:
-        yield Problem(path, f"unknown {what} {value!r}")
+        yield Problem(path, f"{_UNKNOWN}{what} {value!r}")
 
 
 def _enums(
@@ -629,6 +632,11 @@ def validate(spec: Spec) -> list[Problem]:
     problems.extend(_check_linux_misc(spec))
     problems.extend(_check_other_platforms(spec))
     return problems
+
+
+def enum_problems(spec: Spec) -> list[Problem]:
+    """The problems of ``validate`` that are unknown values of an enumerated field."""
+    return [p for p in validate(spec) if p.message.startswith(_UNKNOWN)]
 
 
 def check(spec: Spec, *, source: str | None = None) -> Spec:
