@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -595,3 +596,25 @@ def test_importing_podkit_cri_does_not_import_grpc() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_signal_numbers() -> None:
+    assert convert.signal_number(pb.RUNTIME_DEFAULT) is None
+    assert convert.signal_number(pb.SIGTERM) == 15
+    assert convert.signal_number(pb.SIGKILL) == 9
+    assert convert.signal_number(pb.SIGCLD) == convert.signal_number(pb.SIGCHLD)
+    assert convert.signal_number(pb.SIGRTMIN) == signal.SIGRTMIN
+    assert convert.signal_number(pb.SIGRTMINPLUS15) == signal.SIGRTMIN + 15
+    assert convert.signal_number(pb.SIGRTMAXMINUS14) == signal.SIGRTMAX - 14
+    assert convert.signal_number(pb.SIGRTMAX) == signal.SIGRTMAX
+    numbers = [convert.signal_number(v) for v in pb.Signal.values() if v]
+    assert all(n is not None and 0 < n <= signal.SIGRTMAX for n in numbers)
+    with pytest.raises(ConversionError, match="stop_signal: unknown Signal value 66"):
+        convert.signal_number(66)
+
+
+def test_package_exports() -> None:
+    import podkit.cri
+
+    for name in podkit.cri.__all__:
+        assert getattr(podkit.cri, name).__doc__, name

@@ -1,6 +1,52 @@
 """CRI v1 (``runtime.v1``) for podkit: the wire types and conversions to podkit models.
 
-``podkit.cri.api_pb2`` holds the generated protobuf messages (from podkit's own ``api.proto``,
-wire-identical to cri-api v0.36.3). Importing this package never imports grpc; the gRPC stubs in
-``api_pb2_grpc`` need the ``grpc`` extra.
+``podkit.cri.api_pb2`` holds the protobuf messages generated from podkit's own ``api.proto``
+(wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
+``SandboxConfig``/``ContainerConfig``/filters and back. Importing this package never imports
+grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc`` extra.
+
+>>> from podkit.cri import api_pb2, sandbox_config_from_cri
+>>> msg = api_pb2.PodSandboxConfig(metadata=api_pb2.PodSandboxMetadata(name="web"))
+>>> sandbox_config_from_cri(msg).metadata.name
+'web'
 """
+
+from podkit.cri import api_pb2
+from podkit.cri.convert import (
+    ContainerFilter,
+    ContainerState,
+    ConversionError,
+    PodSandboxFilter,
+    PodSandboxState,
+    container_config_from_cri,
+    container_config_to_cri,
+    container_filter_from_cri,
+    container_filter_to_cri,
+    linux_resources_from_cri,
+    linux_resources_to_cri,
+    pod_sandbox_filter_from_cri,
+    pod_sandbox_filter_to_cri,
+    sandbox_config_from_cri,
+    sandbox_config_to_cri,
+    signal_number,
+)
+
+__all__ = [
+    "ContainerFilter",
+    "ContainerState",
+    "ConversionError",
+    "PodSandboxFilter",
+    "PodSandboxState",
+    "api_pb2",
+    "container_config_from_cri",
+    "container_config_to_cri",
+    "container_filter_from_cri",
+    "container_filter_to_cri",
+    "linux_resources_from_cri",
+    "linux_resources_to_cri",
+    "pod_sandbox_filter_from_cri",
+    "pod_sandbox_filter_to_cri",
+    "sandbox_config_from_cri",
+    "sandbox_config_to_cri",
+    "signal_number",
+]

@@ -25,6 +25,7 @@ Every error is a ``ConversionError`` naming the CRI field path, for example
 from __future__ import annotations
 
 import enum
+import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -77,6 +78,7 @@ __all__ = [
     "pod_sandbox_filter_to_cri",
     "sandbox_config_from_cri",
     "sandbox_config_to_cri",
+    "signal_number",
 ]
 
 E = TypeVar("E", bound=enum.IntEnum)
@@ -697,6 +699,23 @@ def container_config_from_cri(
         cdi_devices=tuple(d.name for d in msg.CDI_devices),
         stop_signal=_signal(msg.stop_signal, f"{path}.stop_signal"),
     )
+
+
+def signal_number(stop_signal: int) -> int | None:
+    """The Linux signal number of a CRI ``Signal`` value; ``None`` for ``RUNTIME_DEFAULT``.
+
+    ``ContainerConfig.stop_signal`` keeps the CRI enum number (``SIGTERM`` is 23 there, 15 on
+    Linux); this is what a runtime sends. ``SIGRTMINPLUSn``/``SIGRTMAXMINUSn`` count from the
+    C library's ``SIGRTMIN``/``SIGRTMAX`` (34 and 64 with glibc).
+    """
+    name = pb.Signal.Name(_signal(stop_signal, "stop_signal"))
+    if name == "RUNTIME_DEFAULT":
+        return None
+    if name.startswith("SIGRTMINPLUS"):
+        return int(signal.SIGRTMIN) + int(name.removeprefix("SIGRTMINPLUS"))
+    if name.startswith("SIGRTMAXMINUS"):
+        return int(signal.SIGRTMAX) - int(name.removeprefix("SIGRTMAXMINUS"))
+    return int(getattr(signal, name))
 
 
 def _signal(value: object, path: str) -> int:
