@@ -19,7 +19,8 @@ Rules, so the monitor never races other ``waitpid`` users in the same process:
 * Nobody else in the process may call ``os.wait()``/``waitpid(-1)`` (that would steal exits).
 
 The reaper waits on a ``pidfd`` per subscribed PID (Linux >= 5.3), so an exit is seen at once;
-orphan zombies are collected after every exit and at least once per ``orphan_interval``.
+orphan zombies are collected once per ``orphan_interval`` (1 s), off the path of a
+subscribed exit.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import glob
 import os
 import select
 import threading
+import time
 from collections.abc import Callable
 
 from podkit.errors import ConflictError
@@ -245,6 +247,7 @@ class Monitor:
 
     # -- reaper thread ---------------------------------------------------------------------
     def _loop(self) -> None:
+        last_scan = 0.0
         while True:
             with self._lock:
                 fds = {fd: pid for pid, (_, fd) in self._subs.items()}
@@ -253,8 +256,9 @@ class Monitor:
             poller.register(wake, select.POLLIN)
             for fd in fds:
                 poller.register(fd, select.POLLIN)
+            wait = max(self.orphan_interval - (time.monotonic() - last_scan), 0.0)
             try:
-                ready = poller.poll(int(self.orphan_interval * 1000))
+                ready = poller.poll(int(wait * 1000))
             except InterruptedError:
                 continue
             for fd, _ in ready:
@@ -265,7 +269,10 @@ class Monitor:
                 pid = fds.get(fd)
                 if pid is not None:
                     self._reap_subscribed(pid)
-            self._reap_orphans()
+            # Orphans are collected on a timer, off the path of a subscribed exit.
+            if time.monotonic() - last_scan >= self.orphan_interval:
+                self._reap_orphans()
+                last_scan = time.monotonic()
 
     def _reap_subscribed(self, pid: int) -> None:
         with self._lock:
