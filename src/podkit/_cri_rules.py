@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
+from fnmatch import fnmatchcase
 
+from podkit import oci
 from podkit._config import ContainerMetadata, DNSConfig, PodSandboxMetadata, SandboxConfig
 from podkit.errors import InvalidArgumentError
 
@@ -31,11 +33,13 @@ __all__ = [
     "container_name",
     "current_oom_score_adj",
     "host_hostname",
+    "matching",
     "merge_env",
     "resolv_conf",
     "resolve_capabilities",
     "sandbox_annotations",
     "sandbox_name",
+    "without_default_security_settings",
 ]
 
 ANNOTATION_CONTAINER_TYPE = "io.kubernetes.cri.container-type"
@@ -184,3 +188,17 @@ def merge_env(*groups: Iterable[str] | Mapping[str, str]) -> list[str]:
 def host_hostname() -> str:
     """The host's hostname (used when a pod sets none)."""
     return os.uname().nodename
+
+
+def matching(annotations: Mapping[str, str], patterns: Sequence[str]) -> dict[str, str]:
+    """The annotations whose key matches one of the glob ``patterns`` (pass-through lists)."""
+    return {k: v for k, v in annotations.items() if any(fnmatchcase(k, p) for p in patterns)}
+
+
+def without_default_security_settings(spec: oci.Spec) -> None:
+    """No AppArmor profile, no seccomp filter, no rlimits (containerd's CRI starting point)."""
+    if spec.process is not None:
+        spec.process.apparmor_profile = None
+        spec.process.rlimits = None
+    if spec.linux is not None:
+        spec.linux.seccomp = None

@@ -266,14 +266,6 @@ def _without_ambient_caps(spec: oci.Spec) -> None:
         spec.process.capabilities.ambient = None
 
 
-def _without_default_security_settings(spec: oci.Spec) -> None:
-    if spec.process is not None:
-        spec.process.apparmor_profile = None
-        spec.process.rlimits = None
-    if spec.linux is not None:
-        spec.linux.seccomp = None
-
-
 def _with_resources(res: LinuxContainerResources) -> list[oci.SpecOpt]:
     opts: list[oci.SpecOpt] = []
     if res.cpu_period or res.cpu_quota:
@@ -329,7 +321,7 @@ def build_container_spec(
 
     opts: list[oci.SpecOpt] = [
         oci.without_run_mount(),
-        _without_default_security_settings,
+        _cri_rules.without_default_security_settings,
         oci.with_rootfs_path(rootfs),
         oci.with_process_args(*_process_args(config, img)),
         oci.with_default_path_env(),
@@ -386,8 +378,8 @@ def build_container_spec(
     if pod.config.linux.cgroup_parent:
         opts.append(oci.with_cgroup(_cri_rules.cgroups_path(pod.config.linux.cgroup_parent, id)))
     opts.append(oci.with_annotations({
-        **{k: v for k, v in pod.config.annotations.items() if _matches(k, pod_annotations)},
-        **{k: v for k, v in config.annotations.items() if _matches(k, container_annotations)},
+        **_cri_rules.matching(pod.config.annotations, pod_annotations),
+        **_cri_rules.matching(config.annotations, container_annotations),
         **_cri_rules.container_annotations(pod.id, name, img.name or config.image, pod.config),
     }))
 
@@ -448,12 +440,6 @@ def build_container_spec(
 
     opts.append(oci.with_minimum_oci_version())
     return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
-
-
-def _matches(key: str, patterns: Sequence[str]) -> bool:
-    from fnmatch import fnmatchcase
-
-    return any(fnmatchcase(key, p) for p in patterns)
 
 
 def _user_string(sc: LinuxContainerSecurityContext) -> str:

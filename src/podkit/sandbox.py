@@ -7,8 +7,7 @@ containerd's CRI plugin rule for rule, as a list of ``oci`` spec options read to
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
-from fnmatch import fnmatchcase
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,21 +201,6 @@ def _resource_annotations(res: LinuxContainerResources | None) -> dict[str, str]
     }
 
 
-def _without_default_security_settings(spec: oci.Spec) -> None:
-    """No AppArmor profile, no seccomp filter, no rlimits (containerd's CRI starting point)."""
-    if spec.process is not None:
-        spec.process.apparmor_profile = None
-        spec.process.rlimits = None
-    if spec.linux is not None:
-        spec.linux.seccomp = None
-
-
-def _passthrough(annotations: Mapping[str, str], patterns: Sequence[str]) -> dict[str, str]:
-    return {
-        k: v for k, v in annotations.items() if any(fnmatchcase(k, p) for p in patterns)
-    }
-
-
 def build_sandbox_spec(
     config: SandboxConfig,
     *,
@@ -251,7 +235,7 @@ def build_sandbox_spec(
 
     opts: list[oci.SpecOpt] = [
         oci.without_run_mount(),
-        _without_default_security_settings,
+        _cri_rules.without_default_security_settings,
         oci.with_rootfs_path(rootfs),
         oci.with_env(list(env)),
         oci.with_rootfs_readonly(),
@@ -318,7 +302,7 @@ def build_sandbox_spec(
     opts.append(
         oci.with_annotations(
             {
-                **_passthrough(config.annotations, pod_annotations),
+                **_cri_rules.matching(config.annotations, pod_annotations),
                 **_resource_annotations(config.linux.resources),
                 **_cri_rules.sandbox_annotations(id, config, pause_image),
             }
