@@ -832,6 +832,7 @@ class SandboxManager:
             cfg = c.config
             started = _now()
             try:
+                Path(self._log_path(c)).parent.mkdir(parents=True, exist_ok=True)
                 c.pid = self.supervisor.start(
                     id, self._container_dir(id) / "bundle", log_path=self._log_path(c),
                     tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)

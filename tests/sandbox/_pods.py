@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import attrs
+
 import _leaks
 from podkit._config import (
     ContainerConfig,
@@ -32,22 +34,26 @@ LEAK_KINDS = ("netns", "link", "mount")
 def pod_config(name: str = "", *, host_network: bool = False, **kw: object) -> SandboxConfig:
     """A pod named ``pk-pod-...`` (unique unless ``name`` is given)."""
     ns = NamespaceOption(network=NamespaceMode.NODE if host_network else NamespaceMode.POD)
+    linux = kw.pop("linux", None) or LinuxPodSandboxConfig()
+    assert isinstance(linux, LinuxPodSandboxConfig)
+    linux = attrs.evolve(linux, security_context=LinuxSandboxSecurityContext(namespace_options=ns))
     return SandboxConfig(
         metadata=PodSandboxMetadata(name=name or f"pk-pod-{uuid.uuid4().hex[:8]}",
                                     uid=uuid.uuid4().hex, namespace="pk-test"),
-        linux=LinuxPodSandboxConfig(
-            security_context=LinuxSandboxSecurityContext(namespace_options=ns)),
+        linux=linux,
         **kw,  # type: ignore[arg-type]
     )
 
 
 def ctr_config(rootfs: Path, name: str, command: Sequence[str], *,
                pid: NamespaceMode = NamespaceMode.CONTAINER, **kw: object) -> ContainerConfig:
-    """A busybox container running ``command`` with its own pid namespace by default."""
+    """A busybox container running ``command`` with its own pid namespace by default
+    (a ``linux=`` argument replaces that)."""
+    linux = kw.pop("linux", None) or LinuxContainerConfig(
+        security_context=LinuxContainerSecurityContext(namespace_options=NamespaceOption(pid=pid)))
     return ContainerConfig(
         metadata=ContainerMetadata(name=name), image=str(rootfs), command=list(command),
-        linux=LinuxContainerConfig(security_context=LinuxContainerSecurityContext(
-            namespace_options=NamespaceOption(pid=pid))),
+        linux=linux,  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
 
