@@ -16,6 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from podkit import _config as m
+from podkit._manager import (
+    Container,
+    ContainerFilter,
+    ContainerState,
+    ContainerStats,
+    Sandbox,
+    SandboxFilter,
+    SandboxState,
+    SandboxStats,
+)
 from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
 from podkit.cri.convert import ConversionError
@@ -544,48 +554,181 @@ def test_resources_for_update_container_resources() -> None:
 
 
 def test_pod_sandbox_filter() -> None:
-    assert convert.pod_sandbox_filter_from_cri(None) == convert.PodSandboxFilter()
+    assert convert.pod_sandbox_filter_from_cri(None) == SandboxFilter()
     msg = pb.PodSandboxFilter(id="p1", label_selector={"app": "web"})
     msg.state.state = pb.SANDBOX_NOTREADY
     f = convert.pod_sandbox_filter_from_cri(msg)
-    assert f == convert.PodSandboxFilter(
-        id="p1", state=convert.PodSandboxState.SANDBOX_NOTREADY, label_selector={"app": "web"}
+    assert f == SandboxFilter(
+        id="p1", state=SandboxState.SANDBOX_NOTREADY, label_selector={"app": "web"}
     )
     assert convert.pod_sandbox_filter_to_cri(f) == msg
     # SANDBOX_READY is 0: only the wrapper tells "ready" from "any state".
     ready = pb.PodSandboxFilter(state=pb.PodSandboxStateValue(state=pb.SANDBOX_READY))
-    assert convert.pod_sandbox_filter_from_cri(ready).state is (
-        convert.PodSandboxState.SANDBOX_READY
-    )
+    assert convert.pod_sandbox_filter_from_cri(ready).state is SandboxState.SANDBOX_READY
     assert convert.pod_sandbox_filter_from_cri(pb.PodSandboxFilter()).state is None
-    assert f.matches("p1", convert.PodSandboxState.SANDBOX_NOTREADY, {"app": "web", "x": "y"})
-    assert not f.matches("p1", convert.PodSandboxState.SANDBOX_READY, {"app": "web"})
-    assert not f.matches("p2", convert.PodSandboxState.SANDBOX_NOTREADY, {"app": "web"})
-    assert not f.matches("p1", convert.PodSandboxState.SANDBOX_NOTREADY, {"app": "db"})
-    assert convert.PodSandboxFilter().matches("any", convert.PodSandboxState.SANDBOX_READY, {})
+    bad = pb.PodSandboxFilter(state=pb.PodSandboxStateValue(state=3))  # type: ignore[arg-type]
+    assert _error(lambda: convert.pod_sandbox_filter_from_cri(bad)).path == "filter.state.state"
 
 
 def test_container_filter() -> None:
-    assert convert.container_filter_from_cri(None) == convert.ContainerFilter()
+    assert convert.container_filter_from_cri(None) == ContainerFilter()
     msg = pb.ContainerFilter(id="c1", pod_sandbox_id="p1", label_selector={"tier": "db"})
     msg.state.state = pb.CONTAINER_CREATED
     f = convert.container_filter_from_cri(msg)
-    assert f.state is convert.ContainerState.CONTAINER_CREATED
+    assert f == ContainerFilter(id="c1", state=ContainerState.CONTAINER_CREATED,
+                                pod_sandbox_id="p1", label_selector={"tier": "db"})
     assert convert.container_filter_to_cri(f) == msg
-    running = convert.ContainerState.CONTAINER_RUNNING
-    created = convert.ContainerState.CONTAINER_CREATED
-    assert f.matches("c1", created, "p1", {"tier": "db"})
-    assert not f.matches("c1", running, "p1", {"tier": "db"})
-    assert not f.matches("c1", created, "p2", {"tier": "db"})
-    assert not f.matches("c1", created, "p1", {})
     bad = pb.ContainerFilter(state=pb.ContainerStateValue(state=12))  # type: ignore[arg-type]
     assert _error(lambda: convert.container_filter_from_cri(bad)).path == "filter.state.state"
 
 
+@SETTINGS
+@given(st.builds(ContainerFilter, id=TEXT, state=_opt(st.sampled_from(ContainerState)),
+                 pod_sandbox_id=TEXT, label_selector=MAP),
+       st.builds(SandboxFilter, id=TEXT, state=_opt(st.sampled_from(SandboxState)),
+                 label_selector=MAP))
+def test_filter_round_trips(cf: ContainerFilter, sf: SandboxFilter) -> None:
+    assert convert.container_filter_from_cri(convert.container_filter_to_cri(cf)) == cf
+    assert convert.pod_sandbox_filter_from_cri(convert.pod_sandbox_filter_to_cri(sf)) == sf
+
+
 def test_state_enums_match_the_wire() -> None:
-    for ours, theirs in ((convert.PodSandboxState, pb.PodSandboxState),
-                         (convert.ContainerState, pb.ContainerState)):
+    for ours, theirs in ((SandboxState, pb.PodSandboxState),
+                         (ContainerState, pb.ContainerState)):
         assert {e.name: e.value for e in ours} == dict(theirs.items())
+
+
+# --- statuses and stats -------------------------------------------------------------------
+
+
+def _sandbox(**fields: Any) -> Sandbox:
+    config = m.SandboxConfig(
+        metadata=m.PodSandboxMetadata(name="web", uid="u1", namespace="ns", attempt=2),
+        labels={"app": "web"}, annotations={"a": "b"},
+        linux=m.LinuxPodSandboxConfig(security_context=m.LinuxSandboxSecurityContext(
+            namespace_options=m.NamespaceOption(pid=m.NamespaceMode.CONTAINER))),
+    )
+    values: dict[str, Any] = {
+        "id": "p" * 64, "name": "web_ns_u1_2", "config": config,
+        "state": SandboxState.SANDBOX_READY, "created_at": 1_700_000_000_000_000_000,
+        "ips": ("10.88.0.5", "fd00::5"), "phase": "created",
+    }
+    values.update(fields)
+    return Sandbox(**values)
+
+
+def _record(**fields: Any) -> Container:
+    config = m.ContainerConfig(
+        metadata=m.ContainerMetadata(name="httpd", attempt=1), image="/srv/busybox",
+        labels={"tier": "web"}, annotations={"k": "v"}, stop_signal=pb.SIGQUIT,
+        mounts=(m.Mount(container_path="/www", host_path="/srv/www", readonly=True),),
+        linux=m.LinuxContainerConfig(resources=m.LinuxContainerResources(cpu_shares=512)),
+    )
+    values: dict[str, Any] = {
+        "id": "c" * 64, "sandbox_id": "p" * 64, "name": "httpd_web_ns_u1_1", "config": config,
+        "state": ContainerState.CONTAINER_EXITED, "created_at": 10, "started_at": 20,
+        "finished_at": 30, "exit_code": 137, "reason": "OOMKilled", "message": "m",
+        "log_path": "/var/log/pods/web/httpd/1.log", "phase": "created",
+    }
+    values.update(fields)
+    return Container(**values)
+
+
+def test_pod_sandbox_status() -> None:
+    sb = _sandbox()
+    status = convert.pod_sandbox_status_to_cri(sb, runtime_handler="runc")
+    assert status.id == sb.id
+    assert status.metadata == pb.PodSandboxMetadata(name="web", uid="u1", namespace="ns",
+                                                    attempt=2)
+    assert status.state == pb.SANDBOX_READY
+    assert status.created_at == sb.created_at
+    assert status.network.ip == "10.88.0.5"
+    assert [ip.ip for ip in status.network.additional_ips] == ["fd00::5"]
+    assert status.linux.namespaces.options.pid == pb.CONTAINER
+    assert dict(status.labels) == {"app": "web"}
+    assert dict(status.annotations) == {"a": "b"}
+    assert status.runtime_handler == "runc"
+    host = convert.pod_sandbox_status_to_cri(_sandbox(ips=(), state=SandboxState.SANDBOX_NOTREADY))
+    assert host.network.ip == "" and host.HasField("network")
+    assert host.state == pb.SANDBOX_NOTREADY
+
+
+def test_pod_sandbox_list_item() -> None:
+    item = convert.pod_sandbox_to_cri(_sandbox())
+    assert (item.id, item.state, item.created_at) == ("p" * 64, pb.SANDBOX_READY,
+                                                      1_700_000_000_000_000_000)
+    assert item.metadata.name == "web"
+    assert dict(item.labels) == {"app": "web"}
+
+
+def test_container_status() -> None:
+    c = _record()
+    status = convert.container_status_to_cri(c, image_ref="sha256:abc", image_id="sha256:abc")
+    assert status.id == c.id
+    assert status.metadata == pb.ContainerMetadata(name="httpd", attempt=1)
+    assert status.state == pb.CONTAINER_EXITED
+    assert (status.created_at, status.started_at, status.finished_at) == (10, 20, 30)
+    assert (status.exit_code, status.reason, status.message) == (137, "OOMKilled", "m")
+    assert status.image.image == "/srv/busybox"
+    assert (status.image_ref, status.image_id) == ("sha256:abc", "sha256:abc")
+    assert status.log_path == "/var/log/pods/web/httpd/1.log"
+    assert [(mt.container_path, mt.host_path, mt.readonly) for mt in status.mounts] == [
+        ("/www", "/srv/www", True)]
+    assert status.resources.linux.cpu_shares == 512
+    assert status.stop_signal == pb.SIGQUIT
+    assert dict(status.labels) == {"tier": "web"}
+    plain = convert.container_status_to_cri(_record(state=ContainerState.CONTAINER_RUNNING))
+    assert plain.image_ref == "/srv/busybox"
+    assert plain.state == pb.CONTAINER_RUNNING
+
+
+def test_container_list_item() -> None:
+    item = convert.container_to_cri(_record())
+    assert (item.id, item.pod_sandbox_id, item.state) == ("c" * 64, "p" * 64,
+                                                          pb.CONTAINER_EXITED)
+    assert item.image.image == item.image_ref == "/srv/busybox"
+    assert item.metadata.name == "httpd"
+    assert dict(item.annotations) == {"k": "v"}
+
+
+def _stats(id: str, n: int) -> ContainerStats:
+    return ContainerStats(id=id, timestamp=99, cpu_usage_core_nano_seconds=n,
+                          memory_usage_bytes=2 * n, memory_working_set_bytes=n,
+                          memory_rss_bytes=n // 2, process_count=3)
+
+
+def test_container_stats() -> None:
+    c = _record()
+    out = convert.container_stats_to_cri(_stats(c.id, 1000), c)
+    assert out.attributes.id == c.id
+    assert out.attributes.metadata.name == "httpd"
+    assert dict(out.attributes.labels) == {"tier": "web"}
+    assert out.cpu.timestamp == 99
+    assert out.cpu.usage_core_nano_seconds.value == 1000
+    assert not out.cpu.HasField("usage_nano_cores")  # needs two samples: not reported
+    assert (out.memory.working_set_bytes.value, out.memory.usage_bytes.value,
+            out.memory.rss_bytes.value) == (1000, 2000, 500)
+    bare = convert.container_stats_to_cri(_stats("x", 0))
+    assert bare.attributes.id == "x" and not bare.attributes.HasField("metadata")
+    assert bare.cpu.HasField("usage_core_nano_seconds")  # zero is a value, not "unknown"
+    err = _error(lambda: convert.container_stats_to_cri(_stats("x", -1)))
+    assert err.path == "stats.cpu.usage_core_nano_seconds.value"
+
+
+def test_pod_sandbox_stats() -> None:
+    sb, c = _sandbox(), _record()
+    stats = SandboxStats(id=sb.id, timestamp=5, cpu_usage_core_nano_seconds=70,
+                         memory_working_set_bytes=80, process_count=4,
+                         containers=(_stats(c.id, 10), _stats("gone", 20)))
+    out = convert.pod_sandbox_stats_to_cri(stats, sb, {c.id: c})
+    assert out.attributes.id == sb.id
+    assert out.attributes.metadata.namespace == "ns"
+    assert out.linux.cpu.usage_core_nano_seconds.value == 70
+    assert out.linux.memory.working_set_bytes.value == 80
+    assert out.linux.process.process_count.value == 4
+    assert [cs.attributes.id for cs in out.linux.containers] == [c.id, "gone"]
+    assert out.linux.containers[0].attributes.metadata.name == "httpd"
+    assert not out.linux.containers[1].attributes.HasField("metadata")
 
 
 def test_importing_podkit_cri_does_not_import_grpc() -> None:

@@ -2,8 +2,9 @@
 
 ``podkit.cri.api_pb2`` holds the protobuf messages generated from podkit's own ``api.proto``
 (wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
-``SandboxConfig``/``ContainerConfig``/filters and back. Importing this package never imports
-grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc`` extra.
+``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
+statuses. Importing this package never imports grpc: the service stubs in
+``podkit.cri.api_pb2_grpc`` need the ``grpc`` extra.
 
 >>> from podkit.cri import api_pb2, sandbox_config_from_cri
 >>> msg = api_pb2.PodSandboxConfig(metadata=api_pb2.PodSandboxMetadata(name="web"))
@@ -13,39 +14,43 @@ grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc`` extra.
 
 from podkit.cri import api_pb2
 from podkit.cri.convert import (
-    ContainerFilter,
-    ContainerState,
     ConversionError,
-    PodSandboxFilter,
-    PodSandboxState,
     container_config_from_cri,
     container_config_to_cri,
     container_filter_from_cri,
     container_filter_to_cri,
+    container_stats_to_cri,
+    container_status_to_cri,
+    container_to_cri,
     linux_resources_from_cri,
     linux_resources_to_cri,
     pod_sandbox_filter_from_cri,
     pod_sandbox_filter_to_cri,
+    pod_sandbox_stats_to_cri,
+    pod_sandbox_status_to_cri,
+    pod_sandbox_to_cri,
     sandbox_config_from_cri,
     sandbox_config_to_cri,
     signal_number,
 )
 
 __all__ = [
-    "ContainerFilter",
-    "ContainerState",
     "ConversionError",
-    "PodSandboxFilter",
-    "PodSandboxState",
     "api_pb2",
     "container_config_from_cri",
     "container_config_to_cri",
     "container_filter_from_cri",
     "container_filter_to_cri",
+    "container_stats_to_cri",
+    "container_status_to_cri",
+    "container_to_cri",
     "linux_resources_from_cri",
     "linux_resources_to_cri",
     "pod_sandbox_filter_from_cri",
     "pod_sandbox_filter_to_cri",
+    "pod_sandbox_stats_to_cri",
+    "pod_sandbox_status_to_cri",
+    "pod_sandbox_to_cri",
     "sandbox_config_from_cri",
     "sandbox_config_to_cri",
     "signal_number",

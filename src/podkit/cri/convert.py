@@ -18,8 +18,9 @@ the work is mechanical; what is not:
   are refused, since podkit cannot honour them.
 
 Every error is a ``ConversionError`` naming the CRI field path, for example
-``config.linux.security_context.namespace_options.pid``. Filters become the plain models
-``PodSandboxFilter``/``ContainerFilter`` defined here.
+``config.linux.security_context.namespace_options.pid``. Filters become the manager's
+``SandboxFilter``/``ContainerFilter``; the manager's records (``Sandbox``, ``Container``) and
+statistics go back as CRI statuses, list items and stats (one way: they hold more than the CRI).
 """
 
 from __future__ import annotations
@@ -28,8 +29,6 @@ import enum
 import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
-
-import attrs
 
 from podkit._config import (
     Capability,
@@ -59,23 +58,35 @@ from podkit._config import (
     SupplementalGroupsPolicy,
     UserNamespace,
 )
+from podkit._manager import (
+    Container,
+    ContainerFilter,
+    ContainerState,
+    ContainerStats,
+    Sandbox,
+    SandboxFilter,
+    SandboxState,
+    SandboxStats,
+)
 from podkit.cri import api_pb2 as pb
 from podkit.errors import InvalidArgumentError
 
 __all__ = [
-    "ContainerFilter",
-    "ContainerState",
     "ConversionError",
-    "PodSandboxFilter",
-    "PodSandboxState",
     "container_config_from_cri",
     "container_config_to_cri",
     "container_filter_from_cri",
     "container_filter_to_cri",
+    "container_stats_to_cri",
+    "container_status_to_cri",
+    "container_to_cri",
     "linux_resources_from_cri",
     "linux_resources_to_cri",
     "pod_sandbox_filter_from_cri",
     "pod_sandbox_filter_to_cri",
+    "pod_sandbox_stats_to_cri",
+    "pod_sandbox_status_to_cri",
+    "pod_sandbox_to_cri",
     "sandbox_config_from_cri",
     "sandbox_config_to_cri",
     "signal_number",
@@ -92,64 +103,6 @@ class ConversionError(InvalidArgumentError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
-
-
-class PodSandboxState(enum.IntEnum):
-    """Whether a pod is ready (CRI ``PodSandboxState``)."""
-
-    SANDBOX_READY = 0
-    SANDBOX_NOTREADY = 1
-
-
-class ContainerState(enum.IntEnum):
-    """Lifecycle state of a container (CRI ``ContainerState``)."""
-
-    CONTAINER_CREATED = 0
-    CONTAINER_RUNNING = 1
-    CONTAINER_EXITED = 2
-    CONTAINER_UNKNOWN = 3
-
-
-def _labels(value: Mapping[str, str] | None) -> dict[str, str]:
-    return dict(value or {})
-
-
-@attrs.frozen(kw_only=True)
-class PodSandboxFilter:
-    """Which pods to list: every set part must match (CRI ``PodSandboxFilter``)."""
-
-    id: str = ""
-    state: PodSandboxState | None = None
-    label_selector: dict[str, str] = attrs.field(factory=dict, converter=_labels)
-
-    def matches(self, id: str, state: PodSandboxState, labels: Mapping[str, str]) -> bool:
-        """True when a pod with this ID, state and labels passes the filter (exact ID match)."""
-        return (
-            (not self.id or self.id == id)
-            and (self.state is None or self.state == state)
-            and all(labels.get(k) == v for k, v in self.label_selector.items())
-        )
-
-
-@attrs.frozen(kw_only=True)
-class ContainerFilter:
-    """Which containers to list: every set part must match (CRI ``ContainerFilter``)."""
-
-    id: str = ""
-    state: ContainerState | None = None
-    pod_sandbox_id: str = ""
-    label_selector: dict[str, str] = attrs.field(factory=dict, converter=_labels)
-
-    def matches(
-        self, id: str, state: ContainerState, pod_sandbox_id: str, labels: Mapping[str, str]
-    ) -> bool:
-        """True when a container with these properties passes the filter (exact ID matches)."""
-        return (
-            (not self.id or self.id == id)
-            and (self.state is None or self.state == state)
-            and (not self.pod_sandbox_id or self.pod_sandbox_id == pod_sandbox_id)
-            and all(labels.get(k) == v for k, v in self.label_selector.items())
-        )
 
 
 # --- small helpers ------------------------------------------------------------------------
@@ -758,19 +711,191 @@ def container_config_to_cri(
     return out
 
 
+# --- statuses and stats (podkit -> CRI) -------------------------------------------------
+
+
+def _sandbox_metadata_to(out: pb.PodSandboxMetadata, config: SandboxConfig, path: str) -> None:
+    md = config.metadata
+    _fill(out, path, {"name": md.name, "uid": md.uid, "namespace": md.namespace,
+                      "attempt": md.attempt})
+    out.SetInParent()
+
+
+def _container_metadata_to(out: pb.ContainerMetadata, config: ContainerConfig, path: str) -> None:
+    _fill(out, path, {"name": config.metadata.name, "attempt": config.metadata.attempt})
+    out.SetInParent()
+
+
+def pod_sandbox_to_cri(sb: Sandbox, *, runtime_handler: str = "") -> pb.PodSandbox:
+    """A manager ``Sandbox`` record as a ``ListPodSandbox`` item."""
+    out = pb.PodSandbox()
+    _sandbox_metadata_to(out.metadata, sb.config, "sandbox.metadata")
+    _fill(out, "sandbox", {
+        "id": sb.id,
+        "state": _num(SandboxState, sb.state, "sandbox.state"),
+        "created_at": sb.created_at,
+        "labels": dict(sb.config.labels),
+        "annotations": dict(sb.config.annotations),
+        "runtime_handler": runtime_handler,
+    })
+    return out
+
+
+def pod_sandbox_status_to_cri(sb: Sandbox, *, runtime_handler: str = "") -> pb.PodSandboxStatus:
+    """A manager ``Sandbox`` record as CRI ``PodSandboxStatus`` (IPs, namespace options)."""
+    out = pb.PodSandboxStatus()
+    _sandbox_metadata_to(out.metadata, sb.config, "status.metadata")
+    _fill(out, "status", {
+        "id": sb.id,
+        "state": _num(SandboxState, sb.state, "status.state"),
+        "created_at": sb.created_at,
+        "labels": dict(sb.config.labels),
+        "annotations": dict(sb.config.annotations),
+        "runtime_handler": runtime_handler,
+    })
+    _set(out.network, "ip", sb.ips[0] if sb.ips else "", "status.network")
+    out.network.SetInParent()
+    for i, ip in enumerate(sb.ips[1:]):
+        _set(out.network.additional_ips.add(), "ip", ip, f"status.network.additional_ips[{i}]")
+    ns = sb.config.linux.security_context.namespace_options
+    out.linux.namespaces.options.CopyFrom(
+        _namespaces_to(ns, "status.linux.namespaces.options")
+    )
+    return out
+
+
+def _image_spec_to(out: pb.ImageSpec, image: str, path: str) -> None:
+    _set(out, "image", image, path)
+    out.SetInParent()
+
+
+def container_to_cri(c: Container, *, image_ref: str = "", image_id: str = "") -> pb.Container:
+    """A manager ``Container`` record as a ``ListContainers`` item.
+
+    ``image_ref``/``image_id`` come from the image store (the record keeps only
+    ``config.image``); ``image_ref`` defaults to ``config.image``.
+    """
+    out = pb.Container()
+    _container_metadata_to(out.metadata, c.config, "container.metadata")
+    _image_spec_to(out.image, c.config.image, "container.image")
+    _fill(out, "container", {
+        "id": c.id,
+        "pod_sandbox_id": c.sandbox_id,
+        "image_ref": image_ref or c.config.image,
+        "state": _num(ContainerState, c.state, "container.state"),
+        "created_at": c.created_at,
+        "labels": dict(c.config.labels),
+        "annotations": dict(c.config.annotations),
+        "image_id": image_id,
+    })
+    return out
+
+
+def container_status_to_cri(
+    c: Container, *, image_ref: str = "", image_id: str = ""
+) -> pb.ContainerStatus:
+    """A manager ``Container`` record as CRI ``ContainerStatus`` (times, exit, mounts, log)."""
+    out = pb.ContainerStatus()
+    _container_metadata_to(out.metadata, c.config, "status.metadata")
+    _image_spec_to(out.image, c.config.image, "status.image")
+    _fill(out, "status", {
+        "id": c.id,
+        "state": _num(ContainerState, c.state, "status.state"),
+        "created_at": c.created_at,
+        "started_at": c.started_at,
+        "finished_at": c.finished_at,
+        "exit_code": c.exit_code,
+        "image_ref": image_ref or c.config.image,
+        "reason": c.reason,
+        "message": c.message,
+        "labels": dict(c.config.labels),
+        "annotations": dict(c.config.annotations),
+        "log_path": c.log_path,
+        "image_id": image_id,
+        "stop_signal": _signal(c.config.stop_signal, "status.stop_signal"),
+    })
+    out.mounts.extend(_each(c.config.mounts, "status.mounts", _mount_to))
+    if c.config.linux.resources is not None:
+        out.resources.linux.CopyFrom(
+            linux_resources_to_cri(c.config.linux.resources, path="status.resources.linux")
+        )
+    return out
+
+
+def _uint64(out: Any, field: str, value: int, path: str) -> None:
+    _set(getattr(out, field), "value", value, f"{path}.{field}")
+    getattr(out, field).SetInParent()
+
+
+def _container_stats_to(
+    stats: ContainerStats, c: Container | None, path: str
+) -> pb.ContainerStats:
+    out = pb.ContainerStats()
+    attrs_ = out.attributes
+    _set(attrs_, "id", stats.id, f"{path}.attributes")
+    if c is not None:
+        _container_metadata_to(attrs_.metadata, c.config, f"{path}.attributes.metadata")
+        _fill(attrs_, f"{path}.attributes", {"labels": dict(c.config.labels),
+                                             "annotations": dict(c.config.annotations)})
+    _set(out.cpu, "timestamp", stats.timestamp, f"{path}.cpu")
+    _uint64(out.cpu, "usage_core_nano_seconds", stats.cpu_usage_core_nano_seconds,
+            f"{path}.cpu")
+    _set(out.memory, "timestamp", stats.timestamp, f"{path}.memory")
+    _uint64(out.memory, "working_set_bytes", stats.memory_working_set_bytes, f"{path}.memory")
+    _uint64(out.memory, "usage_bytes", stats.memory_usage_bytes, f"{path}.memory")
+    _uint64(out.memory, "rss_bytes", stats.memory_rss_bytes, f"{path}.memory")
+    return out
+
+
+def container_stats_to_cri(stats: ContainerStats, c: Container | None = None) -> pb.ContainerStats:
+    """Container usage as CRI ``ContainerStats``; ``c`` (its record) fills the attributes."""
+    return _container_stats_to(stats, c, "stats")
+
+
+def pod_sandbox_stats_to_cri(
+    stats: SandboxStats, sb: Sandbox | None = None,
+    containers: Mapping[str, Container] | None = None,
+) -> pb.PodSandboxStats:
+    """Pod usage as CRI ``PodSandboxStats`` (CPU, memory, processes, each container's stats).
+
+    ``sb`` fills the pod's attributes and ``containers`` (records by ID) the containers'.
+    """
+    out = pb.PodSandboxStats()
+    _set(out.attributes, "id", stats.id, "stats.attributes")
+    if sb is not None:
+        _sandbox_metadata_to(out.attributes.metadata, sb.config, "stats.attributes.metadata")
+        _fill(out.attributes, "stats.attributes", {"labels": dict(sb.config.labels),
+                                                   "annotations": dict(sb.config.annotations)})
+    linux = out.linux
+    _set(linux.cpu, "timestamp", stats.timestamp, "stats.linux.cpu")
+    _uint64(linux.cpu, "usage_core_nano_seconds", stats.cpu_usage_core_nano_seconds,
+            "stats.linux.cpu")
+    _set(linux.memory, "timestamp", stats.timestamp, "stats.linux.memory")
+    _uint64(linux.memory, "working_set_bytes", stats.memory_working_set_bytes,
+            "stats.linux.memory")
+    _set(linux.process, "timestamp", stats.timestamp, "stats.linux.process")
+    _uint64(linux.process, "process_count", stats.process_count, "stats.linux.process")
+    known = containers or {}
+    for i, cs in enumerate(stats.containers):
+        linux.containers.append(
+            _container_stats_to(cs, known.get(cs.id), f"stats.linux.containers[{i}]")
+        )
+    return out
+
+
 # --- filters ------------------------------------------------------------------------------
 
 
 def pod_sandbox_filter_from_cri(
     msg: pb.PodSandboxFilter | None, *, path: str = "filter"
-) -> PodSandboxFilter:
-    """CRI ``PodSandboxFilter`` (possibly unset) to a ``PodSandboxFilter``."""
+) -> SandboxFilter:
+    """CRI ``PodSandboxFilter`` (possibly unset) to the manager's ``SandboxFilter``."""
     if msg is None:
-        return PodSandboxFilter()
-    return PodSandboxFilter(
+        return SandboxFilter()
+    return SandboxFilter(
         id=msg.id,
         state=(
-            _enum(PodSandboxState, msg.state.state, f"{path}.state.state")
+            _enum(SandboxState, msg.state.state, f"{path}.state.state")
             if msg.HasField("state")
             else None
         ),
@@ -778,12 +903,12 @@ def pod_sandbox_filter_from_cri(
     )
 
 
-def pod_sandbox_filter_to_cri(f: PodSandboxFilter, *, path: str = "filter") -> pb.PodSandboxFilter:
-    """A ``PodSandboxFilter`` to CRI ``PodSandboxFilter``."""
+def pod_sandbox_filter_to_cri(f: SandboxFilter, *, path: str = "filter") -> pb.PodSandboxFilter:
+    """A ``SandboxFilter`` to CRI ``PodSandboxFilter``."""
     out = pb.PodSandboxFilter()
     _fill(out, path, {"id": f.id, "label_selector": dict(f.label_selector)})
     if f.state is not None:
-        _set(out.state, "state", _num(PodSandboxState, f.state, f"{path}.state.state"),
+        _set(out.state, "state", _num(SandboxState, f.state, f"{path}.state.state"),
              f"{path}.state")
         out.state.SetInParent()
     return out
@@ -792,7 +917,7 @@ def pod_sandbox_filter_to_cri(f: PodSandboxFilter, *, path: str = "filter") -> p
 def container_filter_from_cri(
     msg: pb.ContainerFilter | None, *, path: str = "filter"
 ) -> ContainerFilter:
-    """CRI ``ContainerFilter`` (possibly unset) to a ``ContainerFilter``."""
+    """CRI ``ContainerFilter`` (possibly unset) to the manager's ``ContainerFilter``."""
     if msg is None:
         return ContainerFilter()
     return ContainerFilter(
