@@ -98,3 +98,10 @@ def test_exec_handler_update_and_wait_timeout() -> None:
     t.start()
     assert rt.wait("c1", timeout=10).exit_code == 137
     t.join()
+
+
+def test_runc_and_fake_satisfy_the_protocol_at_runtime() -> None:
+    from podkit.runtime import Runc
+
+    assert isinstance(Runc("runc"), Runtime)  # checked statically too (mypy --strict)
+    assert isinstance(FakeRuntime(), Runtime)

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import os
 import signal as _signal
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
 from podkit import oci
+
+if TYPE_CHECKING:
+    from podkit.runtime.bundle import Bundle
+    from podkit.runtime.io import IO
 
 __all__ = [
     "ContainerState",
@@ -177,7 +182,15 @@ class Runtime(Protocol):
     Every ``id`` is validated with ``podkit._files.validate_id`` before the runtime sees it.
     """
 
-    def create(self, id: str, bundle: Any, **kwargs: Any) -> int:
+    def create(
+        self,
+        id: str,
+        bundle: Bundle | str | os.PathLike[str],
+        *,
+        io: IO | None = None,
+        pid_file: str | os.PathLike[str] | None = None,
+        console_socket: str | os.PathLike[str] | None = None,
+    ) -> int:
         """Create a container from a bundle dir (or ``Bundle``); return the init pid."""
         ...
 
@@ -209,8 +222,17 @@ class Runtime(Protocol):
         """Signal, wait ``timeout`` seconds, escalate to SIGKILL; report what happened."""
         ...
 
-    def exec(self, id: str, process: oci.Process, **kwargs: Any) -> Any:
-        """Start an extra process in a running container."""
+    def exec(
+        self,
+        id: str,
+        process: oci.Process,
+        *,
+        detach: bool = True,
+        io: IO | None = None,
+        tty: bool | None = None,
+        console_socket: str | os.PathLike[str] | None = None,
+    ) -> Any:
+        """Start an extra process in a running container (detached: its pid/handle)."""
         ...
 
     def exec_sync(
