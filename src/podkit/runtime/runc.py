@@ -29,13 +29,13 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from podkit import _files, oci
 from podkit.oci import codec
-from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Status
+from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.errors import (
     NotFoundError,
@@ -1434,3 +1434,8 @@ def _status_from_rc(rc: int) -> ExitStatus:
         return ExitStatus(exit_code=rc, signal=rc - 128, exited_at=now)
     return ExitStatus(exit_code=rc, exited_at=now)
 
+
+if TYPE_CHECKING:  # mypy --strict checks that Runc implements the Runtime protocol
+
+    def _implements_runtime(r: Runc) -> Runtime:
+        return r

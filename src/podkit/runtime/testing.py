@@ -24,10 +24,10 @@ import os
 import signal as _signal
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from podkit import _files, oci
-from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Status
+from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.errors import (
     AlreadyExistsError,
@@ -243,3 +243,9 @@ class FakeRuntime:
         self.calls.append(("ps", id))
         c = self._get(id)
         return [] if c.state.status == Status.STOPPED else [c.state.pid, *c.exec_pids]
+
+
+if TYPE_CHECKING:  # mypy --strict checks that FakeRuntime implements the Runtime protocol
+
+    def _implements_runtime(r: FakeRuntime) -> Runtime:
+        return r
