@@ -497,14 +497,16 @@ class SandboxManager:
         lock = self._sandbox_lock(sb.id)
         with lock:
             try:
-                self._save(sb)
                 with self._lock:
                     self._sandboxes[sb.id] = sb
                 for step in SANDBOX_STEPS:
                     if sb.host_network and step in ("netns", "network"):
                         continue
+                    if step == "netns":  # recorded first, so an undo knows what to remove
+                        sb.netns_path = os.path.join(
+                            self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
                     sb.steps = (*sb.steps, step)
-                    self._save(sb)
+                    self._save(sb)  # the first save also reserves the name on disk
                     getattr(self, f"_do_{step}")(sb)
                 sb.phase = "created"
                 sb.state = SandboxState.SANDBOX_READY
@@ -553,9 +555,8 @@ class SandboxManager:
         return cni.capability_args(**kw)
 
     def _do_netns(self, sb: Sandbox) -> None:
-        sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
-        self._save(sb)  # the path first, so an undo knows what to remove
-        netns.create(os.path.basename(sb.netns_path), dir=self.netns_dir, loopback_up=True)
+        netns.create(os.path.basename(sb.netns_path), dir=os.path.dirname(sb.netns_path),
+                     loopback_up=True)
 
     def _undo_netns(self, sb: Sandbox) -> None:
         if sb.netns_path:
@@ -644,7 +645,7 @@ class SandboxManager:
                 errors.append(exc)
                 continue
             sb.steps = tuple(s for s in sb.steps if s != step)
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(Exception):  # best effort: the record only shrinks
                 self._save(sb)
         return errors
 
@@ -791,15 +792,15 @@ class SandboxManager:
                 c.log_path = os.path.join(sb.config.log_directory, config.log_path)
             self._reserve(c.name, c.id, "container")
             try:
-                c.steps = ("bundle",)
-                self._save(c)
-                with self._lock:
-                    self._containers[c.id] = c
+                # bundle first, then the record: recover() removes bundles without a record
                 bundle = self._container_dir(c.id) / "bundle"
                 bundle.mkdir(parents=True)
                 spec.dump(bundle / "config.json")
+                c.steps = ("bundle",)
                 c.phase = "created"
                 self._save(c)
+                with self._lock:
+                    self._containers[c.id] = c
             except BaseException:
                 with contextlib.suppress(Exception):
                     self._forget_container(c)
@@ -1037,6 +1038,7 @@ class SandboxManager:
                 with self._sandbox_lock(c.sandbox_id):
                     self._refresh(c)
                 adopted_c.append(c.id)
+        self._remove_orphan_dirs(set(sandboxes), {c.id for c in containers})
         adopted_s = []
         for sb in sandboxes.values():
             if sb.phase == "created":
@@ -1052,6 +1054,15 @@ class SandboxManager:
                     rolled.append(sb.id)
         return RecoveryReport(sandboxes=tuple(adopted_s), containers=tuple(adopted_c),
                               rolled_back=tuple(rolled), errors=tuple(errors))
+
+    def _remove_orphan_dirs(self, sandboxes: set[str], containers: set[str]) -> None:
+        """Directories under root_dir without a record (a crash between writing and recording)."""
+        for kind, known in (("sandboxes", sandboxes), ("containers", containers)):
+            for d in (self.root_dir / kind).iterdir():
+                if d.name not in known:
+                    with contextlib.suppress(PodkitError):
+                        _umount(str(d / "shm"))
+                    shutil.rmtree(d, ignore_errors=True)
 
     def remove_all(self) -> None:
         """Stop and remove every pod (and so every container) this manager knows."""

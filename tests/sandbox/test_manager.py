@@ -349,3 +349,14 @@ def test_quantities_and_cgroup_dirs() -> None:
     assert _cgroup_dir("memory", "/podkit/abc") == Path("/sys/fs/cgroup/memory/podkit/abc")
     assert _cgroup_dir("pids", "kubepods-burst.slice:cri-podkit:abc") == Path(
         "/sys/fs/cgroup/pids/kubepods.slice/kubepods-burst.slice/cri-podkit-abc.scope")
+
+
+def test_recover_removes_directories_without_records(parts: Any, tmp_path: Path) -> None:
+    m, _, _ = parts
+    sb = m.run_sandbox(host_pod())
+    (m.root_dir / "containers" / "orphan" / "bundle").mkdir(parents=True)
+    (m.root_dir / "sandboxes" / "orphan").mkdir()
+    m.recover()
+    assert sorted(p.name for p in (m.root_dir / "sandboxes").iterdir()) == [sb.id]
+    assert list((m.root_dir / "containers").iterdir()) == []
+    m.remove_sandbox(sb.id)
