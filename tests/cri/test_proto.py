@@ -21,7 +21,7 @@ from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescript
 from podkit.cri import api_pb2
 
 REPO = Path(__file__).resolve().parents[2]
-GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
+GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py", "api_pb2_grpc.pyi")
 
 SCALARS = {
     "string": FieldDescriptor.TYPE_STRING,
