@@ -58,14 +58,17 @@ def test_zombie_subscribed_late_still_reported(monitor: Monitor) -> None:
 
 
 def test_subscribe_twice_same_subscription_and_callback(monitor: Monitor) -> None:
-    pid = spawn("sh", "-c", "exit 2")
+    pid = spawn("sleep", "30")
     a, b = monitor.subscribe(pid), monitor.subscribe(pid)
-    assert a is b
+    assert a is b  # one subscription per live PID
     seen: list[int] = []
     a.add_done_callback(lambda s: seen.append(s.exit_code))
+    os.kill(pid, signal.SIGKILL)
     a.wait(10)
     a.add_done_callback(lambda s: seen.append(s.exit_code + 100))  # after exit: called at once
-    assert seen == [2, 102]
+    assert seen == [137, 237]
+    late = monitor.subscribe(pid)  # after the reap: the remembered status
+    assert late.done() and late.status == a.status
 
 
 def test_timeout(monitor: Monitor) -> None:
