@@ -761,3 +761,22 @@ def test_package_exports() -> None:
 
     for name in podkit.cri.__all__:
         assert getattr(podkit.cri, name).__doc__, name
+
+
+def test_model_shape_errors_name_the_field() -> None:
+    c = m.ContainerConfig(metadata=m.ContainerMetadata(name="c"), image="i",
+                          command="sh")
+    err = _error(lambda: convert.container_config_to_cri(c))
+    assert err.path == "config.command"
+    assert "expected a sequence" in err.problem
+    labels = m.SandboxConfig(metadata=m.PodSandboxMetadata(name="p"),
+                             labels={"k": 1})  # type: ignore[dict-item]
+    assert _error(lambda: convert.sandbox_config_to_cri(labels)).path == "config.labels"
+
+
+def test_conversion_error_pickles() -> None:
+    import pickle
+
+    err = pickle.loads(pickle.dumps(ConversionError("config.image", "required")))
+    assert (err.path, err.problem, str(err)) == ("config.image", "required",
+                                                 "config.image: required")

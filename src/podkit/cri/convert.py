@@ -104,6 +104,9 @@ class ConversionError(InvalidArgumentError):
         self.path = path
         self.problem = problem
 
+    def __reduce__(self) -> tuple[type[ConversionError], tuple[str, str]]:
+        return (type(self), (self.path, self.problem))
+
 
 # --- small helpers ------------------------------------------------------------------------
 
@@ -136,6 +139,10 @@ def _set(msg: Any, field: str, value: object, path: str) -> None:
             setattr(msg, field, value)
     except (TypeError, ValueError) as exc:
         raise ConversionError(f"{path}.{field}", f"{value!r} does not fit: {exc}") from None
+    except AttributeError:  # a single value for a repeated or map field
+        raise ConversionError(
+            f"{path}.{field}", f"{value!r}: expected a sequence or mapping"
+        ) from None
 
 
 def _fill(msg: Any, path: str, values: Mapping[str, object]) -> None:
