@@ -1,7 +1,8 @@
 """``Runc``: drive runc, crun or any runc-compatible CLI (the Python go-runc, plus reaping).
 
-Every command runs with an explicit environment, in its own process group, with a timeout
-(the whole group is SIGKILLed when it expires). Errors come from the runtime's JSON log
+Every command is started with ``posix_spawn``: an explicit environment, exactly the descriptors
+it needs, default signal dispositions, its own session and process group, and a timeout (the
+whole group is SIGKILLed when it expires). Errors come from the runtime's JSON log
 (``--log <per-call memfd> --log-format json``) and are typed (``runtime.errors``). Container
 stdio is whatever ``IO`` the caller hands in (``NullIO`` by default): podkit never captures a
 container's inherited stdout through a pipe it waits on. Captured command output (``state``,
@@ -27,7 +28,7 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -624,7 +625,7 @@ class Runc:
         timeout: float | None = None,
         extra_fds: Sequence[int] = (),
         check: bool = True,
-        on_timeout: Any = None,
+        on_timeout: Callable[[], None] | None = None,
     ) -> _Result:
         """Run one command; raise the typed error on failure (``check``) or timeout.
 
