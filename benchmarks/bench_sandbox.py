@@ -66,6 +66,8 @@ class Raw:
         self.pause_spec = pause_spec
         self.ctr_spec = ctr_spec
         self.null = open(os.devnull, "r+b")  # noqa: SIM115 - kept for the run
+        self.results: dict[str, Any] = {}  # container ID -> last CNI result
+        self.pids: dict[str, int] = {}
 
     def _runc(self, *args: str) -> None:
         subprocess.run(["runc", "--root", str(self.root), *args], stdin=self.null,
@@ -99,8 +101,6 @@ class Raw:
                              "eth0", prev)
             self._plugin("DEL", lo, "cni-loopback", "0.3.1", cid, netns, "lo")
 
-    results: dict[str, Any] = {}
-    pids: dict[str, int] = {}
 
     def run_sandbox(self, id: str) -> str:
         subprocess.run(["ip", "netns", "add", id], check=True)
@@ -162,29 +162,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("-n", type=int, default=8, help="pods per variant")
-    args = parser.parse_args()
-    if os.environ.get("PODKIT_ISOLATED") != "1" or os.geteuid() != 0:
-        print("run inside scripts/isolated as root", file=sys.stderr)
-        return 1
-    work = Path(tempfile.mkdtemp(prefix="podkit-bench-sandbox-"))
-    # state on tmpfs, as containerd keeps its state dir in /run: fsync costs nothing there
-    run = Path(tempfile.mkdtemp(prefix="pk-pod-bench-", dir="/run"))
-    rootfs = make_rootfs(work / "rootfs")
-    managers = {}
-    for variant in ("conmon", "in-process"):
-        state = run / variant
-        runc = Runc(root=state / "runc")
-        sup = InProcessSupervisor(runc) if variant == "in-process" else None
-        managers[variant] = SandboxManager(
-            work / variant / "root", state, runc, default_networks(state, bridge="pkbench0"),
-            pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup, netns_prefix="pk-pod-b-")
-    ctr_cfg = ContainerConfig(metadata=ContainerMetadata(name="c"), image=str(rootfs),
-                              command=["sleep", "600"])
-    # the raw floor uses the specs podkit generated (same bundle content)
-    probe = managers["conmon"]
+OPS = ("run_sandbox", "create+start", "stop+remove")
+
+
+def make_raw(probe: SandboxManager, work: Path, run: Path, ctr_cfg: ContainerConfig) -> Raw:
+    """The floor, on the very specs podkit generated for a probe pod (same bundle content)."""
     sb = probe.run_sandbox(SandboxConfig(metadata=PodSandboxMetadata(name="probe")))
     cid = probe.create_container(sb.id, ctr_cfg)
     probe_dir = str(probe.root_dir / "sandboxes" / sb.id)
@@ -201,39 +183,72 @@ def main() -> int:
     pause_spec = spec_of(Path(probe_dir) / "bundle" / "config.json")
     ctr_spec = spec_of(probe.root_dir / "containers" / cid / "bundle" / "config.json")
     probe.remove_sandbox(sb.id)
-    raw = Raw(work, run / "conmon" / "net.d" / "podkit.conflist", pause_spec,
-              ctr_spec)
-    ops = ("run_sandbox", "create+start", "stop+remove")
-    times: dict[str, dict[str, list[float]]] = {v: {o: [] for o in ops}
+    return Raw(work, run / "conmon" / "net.d" / "podkit.conflist", pause_spec, ctr_spec)
+
+
+def measure(n: int, managers: dict[str, SandboxManager], raw: Raw, ctr_cfg: ContainerConfig
+            ) -> dict[str, dict[str, list[float]]]:
+    """n pods per variant, interleaved: run_sandbox, create+start, stop+remove."""
+    times: dict[str, dict[str, list[float]]] = {v: {o: [] for o in OPS}
                                                  for v in ("raw", *managers)}
+    for i in range(n):
+        for variant, mgr in managers.items():
+            cfg = SandboxConfig(metadata=PodSandboxMetadata(name=f"b-{variant}-{i}"))
+            t, sb = timed(lambda cfg=cfg, mgr=mgr: mgr.run_sandbox(cfg))
+            times[variant]["run_sandbox"].append(t)
+            t, _ = timed(lambda mgr=mgr, sb=sb: mgr.start_container(
+                mgr.create_container(sb.id, ctr_cfg)))
+            times[variant]["create+start"].append(t)
+            t, _ = timed(lambda mgr=mgr, sb=sb: mgr.remove_sandbox(sb.id))
+            times[variant]["stop+remove"].append(t)
+        sid, ctr = f"pk-pod-raw-{uuid.uuid4().hex[:8]}", f"pk-pod-rawc-{uuid.uuid4().hex[:8]}"
+        t, _ = timed(lambda sid=sid: raw.run_sandbox(sid))
+        times["raw"]["run_sandbox"].append(t)
+        pid = raw.pause_pid(sid)
+        t, _ = timed(lambda ctr=ctr, pid=pid: raw.create_start(ctr, pid))
+        times["raw"]["create+start"].append(t)
+        t, _ = timed(lambda sid=sid, ctr=ctr: raw.stop_remove(sid, ctr))
+        times["raw"]["stop+remove"].append(t)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=8, help="pods per variant")
+    args = parser.parse_args()
+    if os.environ.get("PODKIT_ISOLATED") != "1" or os.geteuid() != 0:
+        print("run inside scripts/isolated as root", file=sys.stderr)
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="podkit-bench-sandbox-"))
+    # state on tmpfs, as containerd keeps its state dir in /run: fsync costs nothing there
+    run = Path(tempfile.mkdtemp(prefix="pk-pod-bench-", dir="/run"))
+    managers: dict[str, SandboxManager] = {}
+    raw: Raw | None = None
+    ctr_cfg = ContainerConfig(metadata=ContainerMetadata(name="c"), image=str(work / "rootfs"),
+                              command=["sleep", "600"])
     try:
-        for i in range(args.n):
-            for variant, mgr in managers.items():
-                cfg = SandboxConfig(metadata=PodSandboxMetadata(name=f"b-{variant}-{i}"))
-                t, sb = timed(lambda cfg=cfg, mgr=mgr: mgr.run_sandbox(cfg))
-                times[variant]["run_sandbox"].append(t)
-                t, _ = timed(lambda mgr=mgr, sb=sb: mgr.start_container(
-                    mgr.create_container(sb.id, ctr_cfg)))
-                times[variant]["create+start"].append(t)
-                t, _ = timed(lambda mgr=mgr, sb=sb: mgr.remove_sandbox(sb.id))
-                times[variant]["stop+remove"].append(t)
-            sid, ctr = f"pk-pod-raw-{uuid.uuid4().hex[:8]}", f"pk-pod-rawc-{uuid.uuid4().hex[:8]}"
-            t, _ = timed(lambda sid=sid: raw.run_sandbox(sid))
-            times["raw"]["run_sandbox"].append(t)
-            pid = raw.pause_pid(sid)
-            t, _ = timed(lambda ctr=ctr, pid=pid: raw.create_start(ctr, pid))
-            times["raw"]["create+start"].append(t)
-            t, _ = timed(lambda sid=sid, ctr=ctr: raw.stop_remove(sid, ctr))
-            times["raw"]["stop+remove"].append(t)
+        rootfs = make_rootfs(work / "rootfs")
+        for variant in ("conmon", "in-process"):
+            state = run / variant
+            runc = Runc(root=state / "runc")
+            sup = InProcessSupervisor(runc) if variant == "in-process" else None
+            managers[variant] = SandboxManager(
+                work / variant / "root", state, runc, default_networks(state, bridge="pkbench0"),
+                pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup, netns_prefix="pk-pod-b-")
+        raw = make_raw(managers["conmon"], work, run, ctr_cfg)
+        times = measure(args.n, managers, raw, ctr_cfg)
     finally:
         for mgr in managers.values():
             mgr.remove_all()
             mgr.close()
+        for cid in list(raw.pids) if raw is not None else []:  # left by a failed iteration
+            subprocess.run(["runc", "--root", str(work / "raw-runc"), "delete", "--force", cid],
+                           check=False, capture_output=True)
         subprocess.run(["ip", "link", "del", "pkbench0"], check=False, capture_output=True)
         subprocess.run(["rm", "-rf", str(work), str(run)], check=False)
     print(f"SandboxManager vs raw parts, median of {args.n} pods (ms); ratio = podkit / raw")
     print(f"{'operation':<14}{'raw':>9}{'conmon':>9}{'ratio':>7}{'in-proc':>9}{'ratio':>7}")
-    for op in ops:
+    for op in OPS:
         raw_ms = statistics.median(times["raw"][op]) * 1000
         row = f"{op:<14}{raw_ms:>9.1f}"
         for variant in managers:
