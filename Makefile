@@ -10,7 +10,7 @@ DEB_PARTS := runc:runc crun:crun conmon:conmon /usr/lib/cni/bridge:containernetw
 	/bin/busybox:busybox-static iptables:iptables ip:iproute2 docker-registry:docker-registry \
 	openssl:openssl
 
-.PHONY: test demo lint typecheck unit bench system-deps venv clean
+.PHONY: test demo lint typecheck unit bench proto system-deps venv clean
 
 venv: $(STAMP)
 
@@ -50,6 +50,9 @@ demo: venv system-deps
 
 bench: venv system-deps
 	for b in benchmarks/bench_*.py; do scripts/isolated $(PY) $$b || exit 1; done
+
+proto: venv
+	$(PY) scripts/gen_proto.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
