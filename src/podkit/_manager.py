@@ -88,15 +88,22 @@ __all__ = [
 SANDBOX_STEPS = ("netns", "network", "files", "pause")
 """run_sandbox's steps after reserving the name, in order (undone in reverse)."""
 
+INFRALESS_STEPS = ("netns", "network", "files", "namespaces")
+"""The steps of an infra-less pod (``pause=None``): IPC and UTS pinned instead of a pause."""
+
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
 
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 2, 4, 8
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND = 2, 4, 8, 0x1000
 _MNT_DETACH = 2
+_CLONE_NEWUTS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
                         ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 
 
 class SandboxState(enum.IntEnum):
@@ -180,6 +187,7 @@ class Container:
     cgroups_path: str = ""
     phase: str = "creating"
     steps: tuple[str, ...] = ()
+    pid_namespace_owner: bool = False
 
     @property
     def mounts(self) -> Sequence[Any]:
@@ -266,6 +274,62 @@ def _umount(path: str) -> None:
             raise PodkitError(f"umount {path}: {os.strerror(err)}")
 
 
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        raise PodkitError(f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _pin_namespaces(
+    ns_dir: Path, kinds: Sequence[str], hostname: str, netns_path: str,
+    sysctls: Mapping[str, str],
+) -> None:
+    """Make new IPC/UTS namespaces and pin them at ``ns_dir/<kind>`` (no process keeps them).
+
+    A dedicated thread unshares them (namespaces are per thread), sets the hostname, joins the
+    pod netns to write the sysctls there, and bind-mounts its namespace files; it then ends.
+    """
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            flags = (_CLONE_NEWIPC if "ipc" in kinds else 0) | (
+                _CLONE_NEWUTS if "uts" in kinds else 0)
+            if flags:
+                _check(_libc.unshare(flags), "unshare(IPC|UTS)")
+            if "uts" in kinds and hostname:
+                raw = hostname.encode()
+                _check(_libc.sethostname(raw, len(raw)), f"sethostname {hostname!r}")
+            if netns_path:
+                fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    _check(_libc.setns(fd, _CLONE_NEWNET), f"setns {netns_path}")
+                finally:
+                    os.close(fd)
+            for key, value in sysctls.items():
+                path = Path("/proc/sys") / key.replace(".", "/")
+                try:
+                    path.write_text(value)
+                except OSError as exc:
+                    raise SandboxConfigError(
+                        f"linux.sysctls[{key!r}] = {value!r}: {exc.strerror}") from None
+            tid = threading.get_native_id()
+            for kind in kinds:
+                pin = ns_dir / kind
+                pin.touch()
+                _check(_libc.mount(f"/proc/self/task/{tid}/ns/{kind}".encode(),
+                                   str(pin).encode(), None, _MS_BIND, None),
+                       f"bind-mount the {kind} namespace on {pin}")
+        except BaseException as exc:  # handed to the caller
+            errors.append(exc)
+
+    ns_dir.mkdir(exist_ok=True)
+    thread = threading.Thread(target=work, name="pin-namespaces")
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+
+
 def _bandwidth(annotations: Mapping[str, str]) -> cni.Bandwidth | None:
     """``kubernetes.io/ingress-bandwidth`` / ``egress-bandwidth`` (bits/s) as CNI bandwidth."""
     rates = {}
@@ -350,7 +414,8 @@ class SandboxManager:
     ``root_dir`` holds per-pod files and bundles, ``state_dir`` the JSON records (and conmon's
     state); ``runtime`` a :class:`~podkit.runtime.Runc` (any ``Runtime`` with a ``supervisor``);
     ``networks`` the pod networks
-    (``None``: host-network pods only); ``cdi`` resolves CDI devices; ``pause`` the pause program;
+    (``None``: host-network pods only); ``cdi`` resolves CDI devices; ``pause`` the pause program
+    (``None``: infra-less pods, their IPC and UTS namespaces pinned by bind mounts);
     ``supervisor`` defaults to conmon, so containers, logs and exit codes outlive this process.
     One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
     """
@@ -368,11 +433,7 @@ class SandboxManager:
         netns_dir: str = netns.DEFAULT_DIR,
         netns_prefix: str = "podkit-",
     ) -> None:
-        if pause is None:
-            raise InvalidArgumentError(
-                "pause=None (infra-less pods) is not supported yet: give a PauseConfig"
-            )
-        if not Path(pause.rootfs).is_dir():
+        if pause is not None and not Path(pause.rootfs).is_dir():
             raise InvalidArgumentError(f"pause rootfs {pause.rootfs!r} is not a directory")
         self.root_dir = Path(root_dir).absolute()
         self.state_dir = Path(state_dir).absolute()
@@ -488,6 +549,11 @@ class SandboxManager:
                 f"hostname {config.hostname!r}: must be empty for a host-network pod (it uses "
                 "the host's UTS namespace; runc refuses to set a hostname there)"
             )
+        userns = config.linux.security_context.namespace_options.userns_options
+        if self.pause is None and userns is not None and userns.mode == NamespaceMode.POD:
+            raise SandboxConfigError(
+                "linux.security_context.namespace_options.userns_options: POD user namespaces "
+                "need a pause container (this manager has pause=None)")
         if not sb.host_network and self.networks is None:
             raise SandboxConfigError(
                 "linux.security_context.namespace_options.network: POD needs networks; "
@@ -499,7 +565,7 @@ class SandboxManager:
             try:
                 with self._lock:
                     self._sandboxes[sb.id] = sb
-                for step in SANDBOX_STEPS:
+                for step in SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS:
                     if sb.host_network and step in ("netns", "network"):
                         continue
                     if step == "netns":  # recorded first, so an undo knows what to remove
@@ -611,6 +677,7 @@ class SandboxManager:
             raise PodkitError(f"could not remove {d}")
 
     def _do_pause(self, sb: Sandbox) -> None:
+        assert self.pause is not None
         d = self._sandbox_dir(sb.id)
         bundle = d / "bundle"
         bundle.mkdir(exist_ok=True)
@@ -626,6 +693,21 @@ class SandboxManager:
 
     def _undo_pause(self, sb: Sandbox) -> None:
         self._delete_from_runtime(sb.id)
+
+    def _pinned_kinds(self, sb: Sandbox) -> list[str]:
+        ns = sb.config.linux.security_context.namespace_options
+        kinds = [] if ns.ipc == NamespaceMode.NODE else ["ipc"]
+        return kinds if sb.host_network else [*kinds, "uts"]
+
+    def _do_namespaces(self, sb: Sandbox) -> None:
+        _pin_namespaces(self._sandbox_dir(sb.id) / "ns", self._pinned_kinds(sb),
+                        sb.config.hostname, sb.netns_path, sb.config.linux.sysctls)
+
+    def _undo_namespaces(self, sb: Sandbox) -> None:
+        ns_dir = self._sandbox_dir(sb.id) / "ns"
+        for kind in ("ipc", "uts"):
+            _umount(str(ns_dir / kind))
+            (ns_dir / kind).unlink(missing_ok=True)
 
     def _delete_from_runtime(self, id: str) -> None:
         """Kill and delete a container from the supervisor (or runtime when it has no record)."""
@@ -677,7 +759,7 @@ class SandboxManager:
                 errors.append(exc)
         with contextlib.suppress(PodkitError):
             _umount(self._files(sb).shm)
-        for step in ("network", "netns"):
+        for step in ("namespaces", "network", "netns"):
             if step in sb.steps:
                 try:
                     getattr(self, f"_undo_{step}")(sb)
@@ -715,7 +797,8 @@ class SandboxManager:
         """The pod's record; NOTREADY once its pause has exited."""
         sb = self._get_sandbox(id)
         with self._sandbox_lock(id):
-            if sb.state == SandboxState.SANDBOX_READY and not self._running(sb.id):
+            if (sb.state == SandboxState.SANDBOX_READY and "pause" in sb.steps
+                    and not self._running(sb.id)):
                 sb.state = SandboxState.SANDBOX_NOTREADY
                 self._save(sb)
             return attrs.evolve(sb)
@@ -746,8 +829,18 @@ class SandboxManager:
 
     def _pod_context(self, sb: Sandbox) -> PodContext:
         pid = sb.pid
-        paths = {t: f"/proc/{pid}/ns/{n}" for t, n in
-                 (("network", "net"), ("ipc", "ipc"), ("uts", "uts"), ("pid", "pid"))}
+        if "pause" in sb.steps:
+            paths = {t: f"/proc/{pid}/ns/{n}" for t, n in
+                     (("network", "net"), ("ipc", "ipc"), ("uts", "uts"), ("pid", "pid"))}
+        else:  # infra-less: the pins; the pod pid namespace is the first running container's
+            paths = {k: str(self._sandbox_dir(sb.id) / "ns" / k) for k in self._pinned_kinds(sb)}
+            if sb.netns_path:
+                paths["network"] = sb.netns_path
+            for c in sorted(self._containers_of(sb.id), key=lambda c: c.started_at):
+                self._refresh(c)
+                if c.state == ContainerState.CONTAINER_RUNNING and c.pid_namespace_owner:
+                    paths["pid"] = f"/proc/{c.pid}/ns/pid"
+                    break
         userns = sb.config.linux.security_context.namespace_options.userns_options
         if userns is not None and userns.mode == NamespaceMode.POD:
             paths["user"] = f"/proc/{pid}/ns/user"
@@ -783,8 +876,21 @@ class SandboxManager:
             c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
                           name=_cri_rules.container_name(config.metadata, sb.config.metadata),
                           config=config, created_at=_now())
+            pod = self._pod_context(sb)
+            build_config = config
+            if ns.pid == NamespaceMode.POD and "pid" not in pod.namespace_paths and \
+                    sb.config.linux.security_context.namespace_options.pid == NamespaceMode.POD:
+                # infra-less pod without a running container yet: this one's new pid
+                # namespace becomes the pod's
+                build_config = attrs.evolve(config, linux=attrs.evolve(
+                    config.linux, security_context=attrs.evolve(
+                        config.linux.security_context, namespace_options=attrs.evolve(
+                            ns, pid=NamespaceMode.CONTAINER))))
+                c.pid_namespace_owner = True
+            elif "pause" not in sb.steps and ns.pid == NamespaceMode.POD:
+                c.pid_namespace_owner = True  # joins the owner's namespace, can stand in for it
             spec = build_container_spec(
-                config, self._pod_context(sb), id=c.id, rootfs=rootfs,
+                build_config, pod, id=c.id, rootfs=rootfs,
                 target_pid_namespace=target, oom_score_floor=self.oom_score_floor, cdi=self.cdi,
             )
             c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
@@ -991,10 +1097,11 @@ class SandboxManager:
     def sandbox_stats(self, id: str) -> SandboxStats:
         """The pod's usage: pause plus every container, summed; containers listed."""
         sb = self._get_sandbox(id)
-        pause = _cgroup_stats(sb.id, sb.cgroups_path)
         containers = tuple(_cgroup_stats(c.id, c.cgroups_path)
                            for c in self._containers_of(id) if c.cgroups_path)
-        every = (pause, *containers)
+        every = containers
+        if sb.cgroups_path:
+            every = (_cgroup_stats(sb.id, sb.cgroups_path), *containers)
         return SandboxStats(
             id=id, timestamp=_now(),
             cpu_usage_core_nano_seconds=sum(s.cpu_usage_core_nano_seconds for s in every),

@@ -269,8 +269,8 @@ def test_one_manager_per_state_dir(parts: Any, tmp_path: Path, rootfs: Path) -> 
 
 def test_constructor_errors(tmp_path: Path, rootfs: Path) -> None:
     rt = FakeRuntime()
-    with pytest.raises(InvalidArgumentError, match="infra-less"):
-        SandboxManager(tmp_path / "r", tmp_path / "s", rt, None)
+    with pytest.raises(InvalidArgumentError, match="give a supervisor"):
+        SandboxManager(tmp_path / "r", tmp_path / "s", rt, None)  # pause=None: infra-less
     with pytest.raises(InvalidArgumentError, match="not a directory"):
         SandboxManager(tmp_path / "r", tmp_path / "s", rt, None,
                        pause=PauseConfig(rootfs=str(tmp_path / "missing")))

@@ -48,14 +48,16 @@ def bridge() -> Iterator[None]:
     yield from ensure_bridge()
 
 
-@pytest.mark.parametrize("step", ["record", *SANDBOX_STEPS])
+@pytest.mark.parametrize("step", ["record", *SANDBOX_STEPS, "infraless-namespaces"])
 def test_fault_at_every_run_sandbox_step_is_undone(
     bridge: None, rootfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
     """The step does its work, then fails: everything done so far (this step too) is undone."""
     before = snapshot()
     base = tmp_path / "m"
-    m = make_manager(base, rootfs)
+    infraless = step.startswith("infraless-")
+    step = step.removeprefix("infraless-")
+    m = make_manager(base, rootfs, infraless=infraless)
     seen: dict[str, object] = {}
     if step == "record":
         def fail_save(self: SandboxManager, obj: object) -> None:

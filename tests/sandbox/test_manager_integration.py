@@ -16,7 +16,7 @@ import pytest
 
 from conftest import require_binary, require_isolated
 from podkit import netns
-from podkit._config import DNSConfig, NamespaceMode, PortMapping
+from podkit._config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping
 from podkit.errors import AlreadyExistsError
 from podkit.runtime import read_cri_log
 from podkit.sandbox import (
@@ -241,3 +241,51 @@ def test_parallel_pods(mgr: SandboxManager, rootfs: Path) -> None:
     with ThreadPoolExecutor(n) as pool:
         list(pool.map(mgr.remove_sandbox, [s.id for s in mgr.list_sandboxes()]))
     assert mgr.list_sandboxes() == []
+
+
+@pytest.mark.parametrize("host_network", [False, True])
+def test_infraless_pod(bridge: None, rootfs: Path, tmp_path: Path, host_network: bool) -> None:
+    """pause=None: IPC and UTS pinned by bind mounts; the first container owns the pod pid ns."""
+    before = snapshot()
+    base = tmp_path / "m"
+    m = make_manager(base, rootfs, infraless=True)
+    cgroups: list[str] = []
+    try:
+        extra: dict[str, object] = {} if host_network else {
+            "hostname": "pk-pod-nopause",
+            "linux": LinuxPodSandboxConfig(
+                sysctls={"net.ipv4.ip_unprivileged_port_start": "1000"})}
+        sb = m.run_sandbox(pod_config(host_network=host_network, **extra))
+        assert sb.pid == 0 and "pause" not in sb.steps
+        first = m.create_container(sb.id, ctr_config(rootfs, "first", ["sleep", "600"],
+                                                     pid=NamespaceMode.POD))
+        m.start_container(first)
+        second = m.create_container(sb.id, ctr_config(rootfs, "second", ["sleep", "600"],
+                                                      pid=NamespaceMode.POD))
+        m.start_container(second)
+        p1, p2 = (m.container_status(c).pid for c in (first, second))
+        for kind in ("net", "ipc", "uts", "pid"):
+            assert Path(f"/proc/{p1}/ns/{kind}").readlink() == \
+                Path(f"/proc/{p2}/ns/{kind}").readlink(), kind
+        host = Path("/proc/self/ns/ipc").readlink()
+        assert Path(f"/proc/{p1}/ns/ipc").readlink() != host
+        res = m.exec_sync(second, ["sh", "-c", "hostname; ps -o comm | grep -c sleep;"
+                                   " cat /proc/sys/net/ipv4/ip_unprivileged_port_start"],
+                          timeout=10)
+        lines = res.stdout.decode().split()
+        assert lines[1] == "2"  # both sleeps in one pid namespace
+        if host_network:
+            assert lines[0] == socket.gethostname()
+        else:
+            assert lines[0] == "pk-pod-nopause" and lines[2] == "1000"
+            assert m.sandbox_status(sb.id).state == SandboxState.SANDBOX_READY
+        cgroups = [c.cgroups_path for c in m.list_containers()]
+        assert m.sandbox_stats(sb.id).process_count == 2
+        m.stop_sandbox(sb.id)
+        assert m.sandbox_status(sb.id).state == SandboxState.SANDBOX_NOTREADY
+        m.remove_sandbox(sb.id)
+    finally:
+        m.remove_all()
+        m.close()
+    assert leftovers(base, m, cgroups) == []
+    assert leaked(before) == []
