@@ -879,7 +879,7 @@ class SandboxManager:
             pod = self._pod_context(sb)
             build_config = config
             if ns.pid == NamespaceMode.POD and "pid" not in pod.namespace_paths and \
-                    sb.config.linux.security_context.namespace_options.pid == NamespaceMode.POD:
+                    sb.config.linux.security_context.namespace_options.pid != NamespaceMode.NODE:
                 # infra-less pod without a running container yet: this one's new pid
                 # namespace becomes the pod's
                 build_config = attrs.evolve(config, linux=attrs.evolve(

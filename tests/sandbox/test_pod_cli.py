@@ -110,3 +110,24 @@ def test_pod_cli_end_to_end(
         # the CLI uses the built-in network; its bridge pk0 lives in this private namespace
         subprocess.run(["ip", "link", "del", "pk0"], check=False, capture_output=True)
     assert leaked(before) == []
+
+
+@pytest.mark.integration
+def test_pod_cli_infraless(
+    cli_env: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot()
+    f = tmp_path / "pod.yaml"
+    text = POD.format(logs=tmp_path / "logs", rootfs=tmp_path / "rootfs")
+    f.write_text(text[: text.index("pause:")])
+    try:
+        assert main(["pod", "run", str(f), *cli_env]) == 1
+        assert "--no-pause" in capsys.readouterr().err
+        assert main(["pod", "run", "--no-pause", str(f), *cli_env]) == 0
+        assert main(["pod", "exec", *cli_env, "pk-pod-cli", "web", "--", "hostname"]) == 0
+        assert capsys.readouterr().out.endswith("pk-pod-cli\n")
+        assert main(["pod", "rm", "pk-pod-cli", *cli_env]) == 0
+    finally:
+        main(["pod", "rm", "pk-pod-cli", *cli_env])
+        subprocess.run(["ip", "link", "del", "pk0"], check=False, capture_output=True)
+    assert leaked(before) == []

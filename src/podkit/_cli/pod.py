@@ -128,6 +128,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     run = sub.add_parser("run", help="run a pod and its containers from a YAML file")
     run.add_argument("file", help="pod YAML (sandbox, containers, pause)")
+    run.add_argument("--no-pause", action="store_true",
+                     help="infra-less pod: IPC/UTS pinned by bind mounts, no pause container")
     _common(run)
     run.set_defaults(func=cmd_run)
 
@@ -157,9 +159,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     logs.set_defaults(func=cmd_logs)
 
 
-def _manager(args: argparse.Namespace, pause_rootfs: str = "") -> SandboxManager:
+def _manager(args: argparse.Namespace, pause_rootfs: str = "", *,
+             infraless: bool = False) -> SandboxManager:
     state = Path(args.state)
-    pause = PauseConfig(rootfs=pause_rootfs or args.pause_rootfs or "/")
+    # commands other than run never start a pause: "/" stands in for its rootfs
+    pause = None if infraless else PauseConfig(rootfs=pause_rootfs or args.pause_rootfs or "/")
     mgr = SandboxManager(args.root, state, Runc(args.runtime, root=state / "runc"),
                          default_networks(state), pause=pause)
     mgr.recover()
@@ -186,9 +190,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the pod, then create and start each container; undo the pod if one fails."""
     pod = load_pod_file(args.file)
     pause = args.pause_rootfs or pod.pause_rootfs
-    if not pause:
-        raise InvalidArgumentError(f"{args.file}: no pause rootfs (pause.rootfs or --pause-rootfs)")
-    with _manager(args, pause) as mgr:
+    if not pause and not args.no_pause:
+        raise InvalidArgumentError(
+            f"{args.file}: no pause rootfs (pause.rootfs, --pause-rootfs or --no-pause)")
+    with _manager(args, pause, infraless=args.no_pause) as mgr:
         sb = mgr.run_sandbox(pod.sandbox)
         try:
             ids = []
