@@ -1,0 +1,90 @@
+"""``podkit cri serve``: the reference CRI server on a Unix socket.
+
+Everything lives under ``--root``: the image store (the one ``podkit image ... --root`` uses),
+``cri/root`` (pod files, bundles) and ``cri/state`` (records, conmon and runtime state). A new
+server over the same root adopts every pod and container an earlier one left.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from podkit.errors import InvalidArgumentError
+
+DEFAULT_ROOT = "/var/lib/podkit"
+DEFAULT_SOCKET = "/run/podkit/cri.sock"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``cri`` group."""
+    group = subparsers.add_parser("cri", help="the reference CRI (kubelet) server")
+    sub = group.add_subparsers(dest="cri_command", metavar="COMMAND")
+    sub.required = True
+    p = sub.add_parser("serve", help="serve RuntimeService and ImageService on a Unix socket")
+    p.add_argument("--socket", default=DEFAULT_SOCKET, help=f"default {DEFAULT_SOCKET}")
+    p.add_argument("--root", default=DEFAULT_ROOT,
+                   help=f"image store, pod files and records (default {DEFAULT_ROOT})")
+    p.add_argument("--cni-conf-dir", default="/etc/cni/net.d", help="CNI network configs")
+    p.add_argument("--cni-bin-dir", action="append", default=None,
+                   help="CNI plugin dir (repeatable; default /opt/cni/bin and /usr/lib/cni)")
+    p.add_argument("--runtime", default="runc", choices=("runc", "crun"),
+                   help="OCI runtime binary")
+    p.add_argument("--pause-image", required=True,
+                   help="pause image reference in the store, or a rootfs directory")
+    p.add_argument("--cdi-spec-dir", action="append", default=None,
+                   help="CDI spec dir (repeatable; default /etc/cdi and /var/run/cdi)")
+    p.add_argument("--max-networks", type=int, default=1,
+                   help="networks of the conf dir attached to each pod (default 1, as kubelet)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
+    from podkit import cdi, cni
+    from podkit.cri.server import pause_config, serve
+    from podkit.image import ImageStore
+    from podkit.runtime import Runc
+    from podkit.sandbox import SandboxManager
+
+    root = Path(args.root).absolute()
+    state = root / "cri" / "state"
+    store = ImageStore(root)
+    pause = pause_config(store, args.pause_image)
+    bin_dirs = args.cni_bin_dir or ["/opt/cni/bin", "/usr/lib/cni"]
+    conf_dir = Path(args.cni_conf_dir)
+    if not conf_dir.is_dir():
+        raise InvalidArgumentError(f"--cni-conf-dir {conf_dir}: not a directory")
+    client = cni.CNI(plugin_dirs=bin_dirs, cache_dir=str(state / "cni-cache"))
+    networks = cni.Networks.from_dir(client, conf_dir, max_networks=args.max_networks or None,
+                                     loopback=True)
+    cache = cdi.Cache(args.cdi_spec_dir) if args.cdi_spec_dir else cdi.Cache()
+    runtime = Runc(args.runtime, root=state / args.runtime)
+    manager = SandboxManager(root / "cri" / "root", state, runtime, networks, cdi=cache,
+                             pause=pause, netns_prefix="podkit-cri-")
+    try:
+        report = manager.recover()
+        for err in report.errors:
+            print(f"podkit cri: recovery: {err}", file=sys.stderr)
+        server = serve(args.socket, manager, store, pause_image=pause.image,
+                       runtime_handler=args.runtime)
+        done = threading.Event()
+
+        def stop(signum: int, frame: FrameType | None) -> None:
+            done.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(f"podkit cri: serving on {server.address} ({len(report.sandboxes)} pods, "
+              f"{len(report.containers)} containers recovered)", file=sys.stderr, flush=True)
+        while not done.wait(1.0):
+            pass
+        server.stop()
+        print("podkit cri: stopped", file=sys.stderr, flush=True)
+    finally:
+        manager.close()
+    return 0

@@ -1,0 +1,1018 @@
+"""The reference CRI server: ``runtime.v1`` RuntimeService and ImageService over podkit.
+
+``CRIService`` answers every RPC as a plain method named like the RPC (request in, response
+out, podkit errors raised), on top of a :class:`~podkit.sandbox.SandboxManager` and an
+:class:`~podkit.image.ImageStore`; :func:`serve` puts it on a gRPC Unix socket, mapping errors
+to the status codes kubelet expects. grpc is imported only by :func:`serve` (the ``grpc``
+extra), so the service and the :class:`StreamingServer` protocol import without it.
+
+What the server adds to the manager: container images (an image reference becomes a rootfs
+made by :func:`podkit.image.create_rootfs` plus the image config's defaults), the pause image,
+container events, and the CRI shapes of statuses and stats.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import queue
+import secrets
+import signal as _signal
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import attrs
+
+import podkit
+from podkit import image as _image
+from podkit._config import ContainerConfig, KeyValue
+from podkit._files import atomic_write
+from podkit._manager import (
+    Container,
+    ContainerFilter,
+    ContainerState,
+    PauseConfig,
+    SandboxFilter,
+    SandboxManager,
+    SandboxState,
+)
+from podkit.cri import api_pb2 as pb
+from podkit.cri._server_status import (
+    ContainerImage,
+    container_stats_to_cri,
+    container_status_to_cri,
+    container_to_cri,
+    filesystem_usage,
+    image_to_cri,
+    sandbox_stats_to_cri,
+    sandbox_status_to_cri,
+    sandbox_to_cri,
+)
+from podkit.cri.convert import (
+    ConversionError,
+    container_config_from_cri,
+    container_filter_from_cri,
+    linux_resources_from_cri,
+    pod_sandbox_filter_from_cri,
+    sandbox_config_from_cri,
+    signal_number,
+)
+from podkit.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PodkitError,
+)
+from podkit.runtime.errors import RuntimeTimeoutError
+
+__all__ = [
+    "RUNTIME_API_VERSION",
+    "RUNTIME_NAME",
+    "CRIService",
+    "ContainerImage",
+    "Server",
+    "StreamingServer",
+    "UnimplementedError",
+    "pause_config",
+    "serve",
+    "status_code_name",
+]
+
+RUNTIME_NAME = "podkit"
+"""``VersionResponse.runtime_name``."""
+RUNTIME_API_VERSION = "v1"
+"""``VersionResponse.runtime_api_version`` (the CRI package version)."""
+KUBE_API_VERSION = "0.1.0"
+"""``VersionResponse.version``: the kubelet-facing API version every CRI runtime reports."""
+
+_PAUSE_PREFIX = "cri-pause-"
+_RUNTIME_METHODS = (
+    "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
+    "ListPodSandbox", "StreamPodSandboxes", "CreateContainer", "StartContainer",
+    "StopContainer", "RemoveContainer", "ListContainers", "StreamContainers", "ContainerStatus",
+    "UpdateContainerResources", "ReopenContainerLog", "ExecSync", "Exec", "Attach",
+    "PortForward", "ContainerStats", "ListContainerStats", "StreamContainerStats",
+    "PodSandboxStats", "ListPodSandboxStats", "StreamPodSandboxStats", "UpdateRuntimeConfig",
+    "Status", "CheckpointContainer", "GetContainerEvents", "ListMetricDescriptors",
+    "ListPodSandboxMetrics", "StreamPodSandboxMetrics", "RuntimeConfig",
+    "UpdatePodSandboxResources",
+)
+_IMAGE_METHODS = ("ListImages", "StreamImages", "ImageStatus", "PullImage", "RemoveImage",
+                  "ImageFsInfo")
+_STREAMING_METHODS = frozenset({"GetContainerEvents"})
+
+
+class UnimplementedError(PodkitError):
+    """An RPC (or a part of one) this server does not implement (gRPC ``UNIMPLEMENTED``)."""
+
+
+class StreamingServer(Protocol):
+    """Where Exec, Attach and PortForward sessions happen: each returns the session's URL."""
+
+    def get_exec(self, req: pb.ExecRequest) -> str:
+        """A URL serving ``req`` (a command in a container) with the streaming protocols."""
+        ...
+
+    def get_attach(self, req: pb.AttachRequest) -> str:
+        """A URL attaching to ``req.container_id``'s stdio."""
+        ...
+
+    def get_port_forward(self, req: pb.PortForwardRequest) -> str:
+        """A URL forwarding ports into ``req.pod_sandbox_id``'s network namespace."""
+        ...
+
+
+def status_code_name(exc: BaseException) -> str:
+    """The gRPC status code name (``NOT_FOUND``, ...) kubelet expects for a podkit error."""
+    if isinstance(exc, UnimplementedError):
+        return "UNIMPLEMENTED"
+    if isinstance(exc, NotFoundError):
+        return "NOT_FOUND"
+    if isinstance(exc, AlreadyExistsError):
+        return "ALREADY_EXISTS"
+    if isinstance(exc, InvalidArgumentError):
+        return "INVALID_ARGUMENT"
+    if isinstance(exc, ConflictError):
+        return "FAILED_PRECONDITION"
+    if isinstance(exc, RuntimeTimeoutError):
+        return "DEADLINE_EXCEEDED"
+    return "UNKNOWN"
+
+
+def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
+    """The pause program from ``pause``: a rootfs directory, or an image in ``store``.
+
+    An image gets one shared rootfs in the store (``cri-pause-<config digest>``, reused across
+    server restarts) and runs its Entrypoint + Cmd with its Env.
+    """
+    if os.path.isabs(pause) and os.path.isdir(pause):
+        return PauseConfig(rootfs=pause, image=pause)
+    try:
+        img = store.get(pause)
+    except _image.ReferenceError as exc:
+        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
+    except NotFoundError:
+        raise NotFoundError(
+            f"pause image {pause!r}: not in the image store {store.root} and not a rootfs "
+            "directory (import or pull it first)") from None
+    cfg = store.config(img)
+    try:
+        args = _image.process_args(cfg)
+    except _image.ImageError as exc:
+        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
+    key = _PAUSE_PREFIX + img.config.digest.partition(":")[2][:32]
+    try:
+        rootfs = _image.get_rootfs(store, key)
+        if not rootfs.path.is_dir() or not any(rootfs.path.iterdir()):
+            _image.remove_rootfs(store, key)
+            raise NotFoundError(key)
+    except NotFoundError:
+        rootfs = _image.create_rootfs(store, img, key)
+    env = tuple(cfg.env) or PauseConfig(rootfs="/").env
+    return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+class _Events:
+    """Container events: one queue per subscribed stream."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: list[queue.Queue[pb.ContainerEventResponse | None]] = []
+
+    def subscribe(self) -> queue.Queue[pb.ContainerEventResponse | None]:
+        q: queue.Queue[pb.ContainerEventResponse | None] = queue.Queue()
+        with self._lock:
+            self._queues.append(q)
+        return q
+
+    def unsubscribe(self, q: queue.Queue[pb.ContainerEventResponse | None]) -> None:
+        with self._lock:
+            if q in self._queues:
+                self._queues.remove(q)
+        q.put(None)
+
+    def publish(self, event: pb.ContainerEventResponse) -> None:
+        with self._lock:
+            queues = list(self._queues)
+        for q in queues:
+            q.put(event)
+
+    def close(self) -> None:
+        with self._lock:
+            queues, self._queues = self._queues, []
+        for q in queues:
+            q.put(None)
+
+    @property
+    def subscribers(self) -> int:
+        with self._lock:
+            return len(self._queues)
+
+
+def _signal_value(name: str | None, where: str) -> int:
+    """The CRI ``Signal`` number of an image's ``StopSignal`` (``SIGTERM``, ``15``, ``TERM``)."""
+    if not name:
+        return 0
+    text = name.upper()
+    if text.isdigit():
+        try:
+            text = _signal.Signals(int(text)).name
+        except ValueError:
+            raise InvalidArgumentError(f"{where}: unknown signal {name!r}") from None
+    if not text.startswith("SIG"):
+        text = "SIG" + text
+    try:
+        return pb.Signal.Value(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{where}: unknown signal {name!r}") from None
+
+
+class CRIService:
+    """Every CRI RPC as a method named like it: ``service.RunPodSandbox(request) -> response``.
+
+    ``manager`` runs pods and containers, ``store`` holds images (container rootfs come from
+    it); ``streaming`` serves Exec/Attach/PortForward (``None``: those answer Unimplemented);
+    ``state_dir`` keeps the server's own records (default ``<manager state>/cri``);
+    ``pause_image`` is reported as pinned. Thread-safe; raises podkit errors.
+    """
+
+    def __init__(
+        self,
+        manager: SandboxManager,
+        store: _image.ImageStore,
+        *,
+        streaming: StreamingServer | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        pause_image: str = "",
+        runtime_handler: str = "runc",
+        rootfs_mode: str = "auto",
+    ) -> None:
+        self.manager = manager
+        self.store = store
+        self.streaming = streaming
+        self.state_dir = Path(state_dir) if state_dir else manager.state_dir / "cri"
+        self.pause_image = pause_image
+        self.runtime_handler = runtime_handler
+        self.rootfs_mode = rootfs_mode
+        self.events = _Events()
+        self.pod_cidr = ""
+        self._lock = threading.Lock()
+        self._images: dict[str, ContainerImage] = {}
+        (self.state_dir / "containers").mkdir(parents=True, exist_ok=True)
+
+    # -- the server's records (container images) ------------------------------------------------
+
+    def _record(self, key: str) -> Path:
+        return self.state_dir / "containers" / f"{key}.json"
+
+    def _save_image(self, key: str, img: ContainerImage) -> None:
+        atomic_write(self._record(key), json.dumps(attrs.asdict(img), indent=1))
+
+    def recover(self) -> list[str]:
+        """Load the server's records; drop rootfs left by creates the manager does not know.
+
+        Call after ``manager.recover()``. Returns the container IDs whose leftovers were removed.
+        """
+        known = {c.id for c in self.manager.list_containers()}
+        with self.manager._lock:  # records in every phase, not only created ones
+            known |= set(self.manager._containers)
+        removed = []
+        for path in sorted((self.state_dir / "containers").glob("*.json")):
+            try:
+                img = ContainerImage(**json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            if img.container_id and img.container_id in known:
+                with self._lock:
+                    self._images[img.container_id] = img
+                continue
+            if img.rootfs_id:
+                _image.remove_rootfs(self.store, img.rootfs_id)
+            path.unlink(missing_ok=True)
+            removed.append(img.container_id or path.stem)
+        return removed
+
+    def _image_of(self, id: str) -> ContainerImage:
+        with self._lock:
+            return self._images.get(id) or ContainerImage(container_id=id)
+
+    def _forget_image(self, id: str) -> None:
+        with self._lock:
+            img = self._images.pop(id, None)
+        if img is None:
+            return
+        if img.rootfs_id:
+            _image.remove_rootfs(self.store, img.rootfs_id)
+        self._record(img.rootfs_id or id).unlink(missing_ok=True)
+
+    # -- events -------------------------------------------------------------------------------
+
+    def _publish(self, id: str, kind: int, sandbox_id: str,
+                 status: pb.ContainerStatus | None = None) -> None:
+        if not self.events.subscribers:
+            return
+        ev = pb.ContainerEventResponse(container_id=id, container_event_type=kind,  # type: ignore[arg-type]
+                                       created_at=_now())
+        with contextlib.suppress(PodkitError):
+            ev.pod_sandbox_status.CopyFrom(
+                sandbox_status_to_cri(self.manager.sandbox_status(sandbox_id)))
+        if status is not None:
+            ev.containers_statuses.append(status)
+        self.events.publish(ev)
+
+    def _publish_container(self, id: str, kind: int) -> None:
+        if not self.events.subscribers:
+            return
+        with contextlib.suppress(PodkitError):
+            c = self.manager.container_status(id)
+            self._publish(id, kind, c.sandbox_id, self._status(c))
+
+    def GetContainerEvents(self, request: pb.GetEventsRequest,
+                           active: Callable[[], bool] = lambda: True,
+                           ) -> Iterator[pb.ContainerEventResponse]:
+        """Every container and sandbox event from now on, until the stream ends."""
+        q = self.events.subscribe()
+        try:
+            while active():
+                try:
+                    ev = q.get(timeout=1.0)
+                except queue.Empty:
+                    continue
+                if ev is None:
+                    return
+                yield ev
+        finally:
+            self.events.unsubscribe(q)
+
+    # -- runtime info ---------------------------------------------------------------------------
+
+    def Version(self, request: pb.VersionRequest) -> pb.VersionResponse:
+        """Runtime name and version; the CRI API version."""
+        return pb.VersionResponse(version=KUBE_API_VERSION, runtime_name=RUNTIME_NAME,
+                                  runtime_version=podkit.__version__,
+                                  runtime_api_version=RUNTIME_API_VERSION)
+
+    def Status(self, request: pb.StatusRequest) -> pb.StatusResponse:
+        """RuntimeReady (the runtime answers) and NetworkReady (CNI STATUS of every network)."""
+        out = pb.StatusResponse()
+        rt = out.status.conditions.add(type="RuntimeReady", status=True)
+        try:
+            self.manager.runtime.list()
+        except Exception as exc:
+            rt.status, rt.reason, rt.message = False, "RuntimeNotReady", str(exc)
+        net = out.status.conditions.add(type="NetworkReady", status=True)
+        nets = self.manager.networks
+        if nets is None:
+            net.status, net.reason = False, "NetworkPluginNotReady"
+            net.message = "no CNI network configured (host-network pods only)"
+        else:
+            try:
+                nets.status()
+            except Exception as exc:
+                net.status, net.reason = False, "NetworkPluginNotReady"
+                net.message = f"cni plugin not initialized: {exc}"
+        for name in ("", self.runtime_handler):
+            h = out.runtime_handlers.add(name=name)
+            h.features.recursive_read_only_mounts = True
+            h.features.user_namespaces = False
+        out.features.supplemental_groups_policy = True
+        if request.verbose:
+            out.info["config"] = json.dumps({
+                "runtimeHandler": self.runtime_handler, "podCIDR": self.pod_cidr,
+                "pauseImage": self.pause_image, "root": str(self.manager.root_dir),
+                "state": str(self.manager.state_dir)})
+        return out
+
+    def RuntimeConfig(self, request: pb.RuntimeConfigRequest) -> pb.RuntimeConfigResponse:
+        """The cgroup driver: cgroupfs."""
+        out = pb.RuntimeConfigResponse()
+        out.linux.cgroup_driver = pb.CGROUPFS
+        return out
+
+    def UpdateRuntimeConfig(self, request: pb.UpdateRuntimeConfigRequest,
+                            ) -> pb.UpdateRuntimeConfigResponse:
+        """Remember the pod CIDR kubelet sends (the CNI config is the operator's)."""
+        self.pod_cidr = request.runtime_config.network_config.pod_cidr
+        return pb.UpdateRuntimeConfigResponse()
+
+    # -- pod sandboxes --------------------------------------------------------------------------
+
+    def RunPodSandbox(self, request: pb.RunPodSandboxRequest) -> pb.RunPodSandboxResponse:
+        """Network namespace, CNI, sandbox files and the pause; undone on any failure."""
+        if request.runtime_handler not in ("", self.runtime_handler):
+            raise InvalidArgumentError(
+                f"runtime_handler {request.runtime_handler!r}: not configured (this server "
+                f"has {self.runtime_handler!r} and the default '')")
+        config = sandbox_config_from_cri(request.config, path="config")
+        sb = _with_field_prefix("config", lambda: self.manager.run_sandbox(config))
+        self._publish(sb.id, pb.CONTAINER_CREATED_EVENT, sb.id)
+        self._publish(sb.id, pb.CONTAINER_STARTED_EVENT, sb.id)
+        return pb.RunPodSandboxResponse(pod_sandbox_id=sb.id)
+
+    def StopPodSandbox(self, request: pb.StopPodSandboxRequest) -> pb.StopPodSandboxResponse:
+        """Kill the pod's containers and pause, tear the network down; unknown IDs succeed."""
+        id = _required(request.pod_sandbox_id, "pod_sandbox_id")
+        running = [c.id for c in self.manager.list_containers(ContainerFilter(
+            pod_sandbox_id=id, state=ContainerState.CONTAINER_RUNNING)) if c.sandbox_id == id]
+        self.manager.stop_sandbox(id)
+        for cid in running:
+            self._publish_container(cid, pb.CONTAINER_STOPPED_EVENT)
+        self._publish(id, pb.CONTAINER_STOPPED_EVENT, id)
+        return pb.StopPodSandboxResponse()
+
+    def RemovePodSandbox(self, request: pb.RemovePodSandboxRequest,
+                         ) -> pb.RemovePodSandboxResponse:
+        """Stop, remove every container (and its rootfs) and the pod; unknown IDs succeed."""
+        id = _required(request.pod_sandbox_id, "pod_sandbox_id")
+        sb = self._fresh_sandbox(id)
+        if sb is not None and sb.state == SandboxState.SANDBOX_READY:
+            self.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=id))
+        containers = [c for c in self._all_containers() if c.sandbox_id == id]
+        self.manager.remove_sandbox(id)
+        for c in containers:
+            self._forget_image(c.id)
+            self._publish(c.id, pb.CONTAINER_DELETED_EVENT, id)
+        if sb is not None:
+            self._publish(id, pb.CONTAINER_DELETED_EVENT, id)
+        return pb.RemovePodSandboxResponse()
+
+    def _all_containers(self) -> builtins.list[Container]:
+        with self.manager._lock:
+            return list(self.manager._containers.values())
+
+    def PodSandboxStatus(self, request: pb.PodSandboxStatusRequest,
+                         ) -> pb.PodSandboxStatusResponse:
+        """The pod's state, IPs and namespaces, and its containers' statuses."""
+        id = _required(request.pod_sandbox_id, "pod_sandbox_id")
+        sb = self.manager.sandbox_status(id)
+        out = pb.PodSandboxStatusResponse(timestamp=_now())
+        out.status.CopyFrom(sandbox_status_to_cri(sb))
+        for c in self.manager.list_containers(ContainerFilter(pod_sandbox_id=id)):
+            if c.sandbox_id == id:
+                out.containers_statuses.append(self._status(c))
+        if request.verbose:
+            out.info["info"] = json.dumps({
+                "pid": sb.pid, "netNamespacePath": sb.netns_path, "cgroupsPath": sb.cgroups_path,
+                "image": self.manager.pause.image, "runtimeHandler": self.runtime_handler})
+        return out
+
+    def ListPodSandbox(self, request: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
+        """Pods matching the filter (id prefix, state, labels)."""
+        f = (pod_sandbox_filter_from_cri(request.filter) if request.HasField("filter")
+             else SandboxFilter())
+        out = pb.ListPodSandboxResponse()
+        out.items.extend(sandbox_to_cri(self._fresh_sandbox(sb.id) or sb)
+                         for sb in self.manager.list_sandboxes(attrs.evolve(f, state=None))
+                         if self._state_ok(sb.id, f.state))
+        return out
+
+    def _fresh_sandbox(self, id: str) -> Any:
+        with contextlib.suppress(NotFoundError):
+            return self.manager.sandbox_status(id)
+        return None
+
+    def _state_ok(self, id: str, state: SandboxState | None) -> bool:
+        if state is None:
+            return True
+        sb = self._fresh_sandbox(id)
+        return sb is not None and sb.state == state
+
+    # -- containers -----------------------------------------------------------------------------
+
+    def _resolve(self, ref: str) -> tuple[_image.Image, _image.ImageConfig]:
+        if not ref:
+            raise InvalidArgumentError("config.image.image: required (an image reference)")
+        try:
+            img = self.store.get(ref)
+        except _image.ReferenceError as exc:
+            raise InvalidArgumentError(f"config.image.image {ref!r}: {exc}") from None
+        except NotFoundError:
+            raise NotFoundError(
+                f"config.image.image {ref!r}: image not found in the store (pull it first)"
+            ) from None
+        return img, self.store.config(img)
+
+    def CreateContainer(self, request: pb.CreateContainerRequest,
+                        ) -> pb.CreateContainerResponse:
+        """Resolve the image into a rootfs, build the container (CREATED); nothing left on error."""
+        sandbox_id = _required(request.pod_sandbox_id, "pod_sandbox_id")
+        config = container_config_from_cri(request.config, path="config")
+        self.manager.sandbox_status(sandbox_id)  # NotFound before any work
+        ref = config.image
+        key = ""
+        if os.path.isabs(ref):
+            if not os.path.isdir(ref):
+                raise NotFoundError(f"config.image.image {ref!r}: no such rootfs directory")
+            info = ContainerImage(image=ref, image_ref=ref, image_id=ref, rootfs=ref,
+                                  stop_signal=config.stop_signal)
+            final = config
+        else:
+            img, icfg = self._resolve(ref)
+            final = _apply_image_config(config, icfg)
+            stop = config.stop_signal or _signal_value(
+                icfg.stop_signal, f"StopSignal of image {img.name}")
+            key = secrets.token_hex(32)
+            info = ContainerImage(
+                image=img.name, image_ref=f"{_repo(img.name)}@{img.target.digest}",
+                image_id=img.config.digest, rootfs_id=key, stop_signal=stop)
+            self._save_image(key, info)
+        try:
+            if key:
+                rootfs = _image.create_rootfs(self.store, self.store.get(info.image), key,
+                                              mode=self.rootfs_mode)
+                info = attrs.evolve(info, rootfs=str(rootfs.path))
+                final = attrs.evolve(final, image=str(rootfs.path))
+            # The manager sends stop_signal to the runtime as a Linux signal number.
+            final = attrs.evolve(final, stop_signal=signal_number(info.stop_signal) or 0)
+            cid = _with_field_prefix("config", lambda: self.manager.create_container(
+                sandbox_id, final))
+        except BaseException:
+            if key:
+                with contextlib.suppress(Exception):
+                    _image.remove_rootfs(self.store, key)
+                self._record(key).unlink(missing_ok=True)
+            raise
+        info = attrs.evolve(info, container_id=cid)
+        self._save_image(key or cid, info)
+        with self._lock:
+            self._images[cid] = info
+        self._publish_container(cid, pb.CONTAINER_CREATED_EVENT)
+        return pb.CreateContainerResponse(container_id=cid)
+
+    def StartContainer(self, request: pb.StartContainerRequest) -> pb.StartContainerResponse:
+        """Start a CREATED container under the supervisor."""
+        id = _required(request.container_id, "container_id")
+        self.manager.start_container(id)
+        self._publish_container(id, pb.CONTAINER_STARTED_EVENT)
+        return pb.StartContainerResponse()
+
+    def StopContainer(self, request: pb.StopContainerRequest) -> pb.StopContainerResponse:
+        """Stop signal, ``timeout`` seconds, SIGKILL; unknown IDs succeed."""
+        id = _required(request.container_id, "container_id")
+        if request.timeout < 0:
+            raise InvalidArgumentError(f"timeout {request.timeout}: must not be negative")
+        try:
+            before = self.manager.container_status(id).state
+        except NotFoundError:
+            return pb.StopContainerResponse()
+        self.manager.stop_container(id, float(request.timeout))
+        if before == ContainerState.CONTAINER_RUNNING:
+            self._publish_container(id, pb.CONTAINER_STOPPED_EVENT)
+        return pb.StopContainerResponse()
+
+    def RemoveContainer(self, request: pb.RemoveContainerRequest) -> pb.RemoveContainerResponse:
+        """Force-stop and remove the container and its rootfs; unknown IDs succeed."""
+        id = _required(request.container_id, "container_id")
+        try:
+            sandbox_id = self.manager.container_status(id).sandbox_id
+        except NotFoundError:
+            return pb.RemoveContainerResponse()
+        self.manager.remove_container(id)
+        self._forget_image(id)
+        self._publish(id, pb.CONTAINER_DELETED_EVENT, sandbox_id)
+        return pb.RemoveContainerResponse()
+
+    def _status(self, c: Container) -> pb.ContainerStatus:
+        spec = self.manager.root_dir / "containers" / c.id / "bundle" / "config.json"
+        return container_status_to_cri(c, self._image_of(c.id), spec)
+
+    def ListContainers(self, request: pb.ListContainersRequest) -> pb.ListContainersResponse:
+        """Containers matching the filter (id prefix, state, pod, labels)."""
+        f = (container_filter_from_cri(request.filter) if request.HasField("filter")
+             else ContainerFilter())
+        out = pb.ListContainersResponse()
+        out.containers.extend(container_to_cri(c, self._image_of(c.id))
+                              for c in self.manager.list_containers(f))
+        return out
+
+    def ContainerStatus(self, request: pb.ContainerStatusRequest) -> pb.ContainerStatusResponse:
+        """State, exit code and reason, times, image, mounts, log path, user."""
+        id = _required(request.container_id, "container_id")
+        c = self.manager.container_status(id)
+        out = pb.ContainerStatusResponse()
+        out.status.CopyFrom(self._status(c))
+        if request.verbose:
+            img = self._image_of(id)
+            out.info["info"] = json.dumps({
+                "sandboxID": c.sandbox_id, "pid": c.pid, "cgroupsPath": c.cgroups_path,
+                "rootfs": img.rootfs, "imageRef": img.image_ref})
+        return out
+
+    def UpdateContainerResources(self, request: pb.UpdateContainerResourcesRequest,
+                                 ) -> pb.UpdateContainerResourcesResponse:
+        """New cgroup limits for a container (Linux part; nothing to do without one)."""
+        id = _required(request.container_id, "container_id")
+        self.manager.container_status(id)
+        if request.HasField("linux"):
+            res = linux_resources_from_cri(request.linux, path="linux")
+            self.manager.update_container_resources(id, res)
+        return pb.UpdateContainerResourcesResponse()
+
+    def ReopenContainerLog(self, request: pb.ReopenContainerLogRequest,
+                           ) -> pb.ReopenContainerLogResponse:
+        """Continue a running container's log in a fresh file (after kubelet rotated it)."""
+        self.manager.reopen_container_log(_required(request.container_id, "container_id"))
+        return pb.ReopenContainerLogResponse()
+
+    def ExecSync(self, request: pb.ExecSyncRequest) -> pb.ExecSyncResponse:
+        """Run a command in a running container; its exit code and output."""
+        id = _required(request.container_id, "container_id")
+        if not request.cmd:
+            raise InvalidArgumentError("cmd: required (the command to run)")
+        if request.timeout < 0:
+            raise InvalidArgumentError(f"timeout {request.timeout}: must not be negative")
+        res = self.manager.exec_sync(id, list(request.cmd), request.timeout or None)
+        return pb.ExecSyncResponse(stdout=res.stdout, stderr=res.stderr, exit_code=res.exit_code)
+
+    def _streaming(self) -> StreamingServer:
+        if self.streaming is None:
+            raise UnimplementedError("no streaming server is configured (exec/attach/port-forward)")
+        return self.streaming
+
+    def _running(self, id: str) -> None:
+        c = self.manager.container_status(id)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            raise ConflictError(f"container {id} is in {c.state.name} state, not running")
+
+    def Exec(self, request: pb.ExecRequest) -> pb.ExecResponse:
+        """The URL of a streaming exec session in a running container."""
+        streaming = self._streaming()
+        self._running(_required(request.container_id, "container_id"))
+        if not request.cmd:
+            raise InvalidArgumentError("cmd: required (the command to run)")
+        if not (request.stdin or request.stdout or request.stderr):
+            raise InvalidArgumentError("one of stdin, stdout or stderr must be set")
+        return pb.ExecResponse(url=streaming.get_exec(request))
+
+    def Attach(self, request: pb.AttachRequest) -> pb.AttachResponse:
+        """The URL of a streaming attach session to a running container."""
+        streaming = self._streaming()
+        self._running(_required(request.container_id, "container_id"))
+        return pb.AttachResponse(url=streaming.get_attach(request))
+
+    def PortForward(self, request: pb.PortForwardRequest) -> pb.PortForwardResponse:
+        """The URL of a port-forward session into a ready pod."""
+        streaming = self._streaming()
+        sb = self.manager.sandbox_status(_required(request.pod_sandbox_id, "pod_sandbox_id"))
+        if sb.state != SandboxState.SANDBOX_READY:
+            raise ConflictError(f"pod sandbox {sb.id} is not ready")
+        return pb.PortForwardResponse(url=streaming.get_port_forward(request))
+
+    # -- stats ----------------------------------------------------------------------------------
+
+    def _container_stats(self, c: Container) -> pb.ContainerStats:
+        stats = self.manager.container_stats(c.id)
+        img = self._image_of(c.id)
+        layer = None
+        if img.rootfs_id:
+            upper = self.store.root / "containers" / img.rootfs_id / "upper"
+            layer = filesystem_usage(upper if upper.is_dir() else img.rootfs)
+        return container_stats_to_cri(stats, c, layer)
+
+    def ContainerStats(self, request: pb.ContainerStatsRequest) -> pb.ContainerStatsResponse:
+        """CPU, memory and writable layer usage of one container."""
+        c = self.manager.container_status(_required(request.container_id, "container_id"))
+        out = pb.ContainerStatsResponse()
+        out.stats.CopyFrom(self._container_stats(c))
+        return out
+
+    def ListContainerStats(self, request: pb.ListContainerStatsRequest,
+                           ) -> pb.ListContainerStatsResponse:
+        """Stats of the running containers matching the filter."""
+        f = request.filter
+        cf = ContainerFilter(id=f.id, pod_sandbox_id=f.pod_sandbox_id,
+                             state=ContainerState.CONTAINER_RUNNING,
+                             label_selector=dict(f.label_selector))
+        out = pb.ListContainerStatsResponse()
+        for c in self.manager.list_containers(cf):
+            with contextlib.suppress(NotFoundError):
+                out.stats.append(self._container_stats(c))
+        return out
+
+    def _sandbox_stats(self, id: str) -> pb.PodSandboxStats:
+        sb = self.manager.sandbox_status(id)
+        stats = self.manager.sandbox_stats(id)
+        running = {c.id: c for c in self.manager.list_containers(ContainerFilter(
+            pod_sandbox_id=id, state=ContainerState.CONTAINER_RUNNING)) if c.sandbox_id == id}
+        containers = [container_stats_to_cri(s, running[s.id]) for s in stats.containers
+                      if s.id in running]
+        return sandbox_stats_to_cri(stats, sb, containers)
+
+    def PodSandboxStats(self, request: pb.PodSandboxStatsRequest) -> pb.PodSandboxStatsResponse:
+        """The pod's CPU, memory and process usage, with its running containers' stats."""
+        out = pb.PodSandboxStatsResponse()
+        out.stats.CopyFrom(self._sandbox_stats(
+            _required(request.pod_sandbox_id, "pod_sandbox_id")))
+        return out
+
+    def ListPodSandboxStats(self, request: pb.ListPodSandboxStatsRequest,
+                            ) -> pb.ListPodSandboxStatsResponse:
+        """Stats of the ready pods matching the filter (id prefix, labels)."""
+        f = request.filter
+        sf = SandboxFilter(id=f.id, state=SandboxState.SANDBOX_READY,
+                           label_selector=dict(f.label_selector))
+        out = pb.ListPodSandboxStatsResponse()
+        for sb in self.manager.list_sandboxes(sf):
+            with contextlib.suppress(NotFoundError):
+                out.stats.append(self._sandbox_stats(sb.id))
+        return out
+
+    # -- images ---------------------------------------------------------------------------------
+
+    def _grouped_images(self) -> dict[str, list[_image.Image]]:
+        groups: dict[str, list[_image.Image]] = {}
+        for img in self.store.list():
+            groups.setdefault(img.config.digest, []).append(img)
+        return groups
+
+    def _image_message(self, records: list[_image.Image]) -> pb.Image:
+        pinned = bool(self.pause_image) and any(
+            self.pause_image in (r.name, r.config.digest) or _same_ref(self.pause_image, r.name)
+            for r in records)
+        return image_to_cri(records, self.store.config(records[0]), pinned=pinned)
+
+    def _find_image(self, ref: str) -> list[_image.Image] | None:
+        groups = self._grouped_images()
+        if ref in groups:
+            return groups[ref]
+        try:
+            img = self.store.get(ref)
+        except _image.ReferenceError as exc:
+            raise InvalidArgumentError(f"image.image {ref!r}: {exc}") from None
+        except NotFoundError:
+            return None
+        return groups.get(img.config.digest, [img])
+
+    def ListImages(self, request: pb.ListImagesRequest) -> pb.ListImagesResponse:
+        """Every image (one entry per image ID, its names as repo tags), or the filter's."""
+        out = pb.ListImagesResponse()
+        ref = request.filter.image.image if request.HasField("filter") else ""
+        if ref:
+            found = self._find_image(ref)
+            if found:
+                out.images.append(self._image_message(found))
+            return out
+        out.images.extend(self._image_message(g) for g in self._grouped_images().values())
+        return out
+
+    def ImageStatus(self, request: pb.ImageStatusRequest) -> pb.ImageStatusResponse:
+        """The image, or an empty response when it is not present (as kubelet expects)."""
+        ref = _required(request.image.image, "image.image")
+        out = pb.ImageStatusResponse()
+        found = self._find_image(ref)
+        if found:
+            out.image.CopyFrom(self._image_message(found))
+            if request.verbose:
+                cfg = self.store.config(found[0])
+                out.info["info"] = json.dumps({
+                    "imageSpec": {"config": {
+                        "Env": list(cfg.env), "Entrypoint": cfg.entrypoint, "Cmd": cfg.cmd,
+                        "WorkingDir": cfg.working_dir, "User": cfg.user,
+                        "StopSignal": cfg.stop_signal, "Labels": cfg.labels}},
+                    "chainID": found[0].chain_ids[-1] if found[0].diff_ids else ""})
+        return out
+
+    def PullImage(self, request: pb.PullImageRequest) -> pb.PullImageResponse:
+        """Pull from the registry (with the request's credentials); the image ID."""
+        ref = _required(request.image.image, "image.image")
+        options: dict[str, Any] = {}
+        auth = request.auth
+        if auth.username:
+            options["auth"] = _image.Credentials(auth.username, auth.password)
+        elif auth.auth:
+            import base64
+
+            try:
+                user, _, password = base64.b64decode(auth.auth).decode().partition(":")
+            except ValueError:
+                raise InvalidArgumentError("auth.auth: not base64 of user:password") from None
+            options["auth"] = _image.Credentials(user, password)
+        try:
+            img = _image.pull(self.store, ref, **options)
+        except _image.ReferenceError as exc:
+            raise InvalidArgumentError(f"image.image {ref!r}: {exc}") from None
+        return pb.PullImageResponse(image_ref=img.config.digest)
+
+    def RemoveImage(self, request: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
+        """Forget every name of the image (by reference or ID); absent images succeed."""
+        ref = _required(request.image.image, "image.image")
+        for img in self._find_image(ref) or ():
+            with contextlib.suppress(NotFoundError):
+                self.store.remove(img.name)
+        return pb.RemoveImageResponse()
+
+    def ImageFsInfo(self, request: pb.ImageFsInfoRequest) -> pb.ImageFsInfoResponse:
+        """Bytes and inodes used by the image store (layers, snapshots, rootfs)."""
+        out = pb.ImageFsInfoResponse()
+        out.image_filesystems.append(filesystem_usage(self.store.root))
+        return out
+
+
+def _same_ref(a: str, b: str) -> bool:
+    try:
+        return str(_image.parse_reference(a)) == str(_image.parse_reference(b))
+    except _image.ReferenceError:
+        return False
+
+
+def _repo(name: str) -> str:
+    base = name.split("@", 1)[0]
+    colon = base.rfind(":")
+    return base[:colon] if colon > base.rfind("/") else base
+
+
+def _required(value: str, field: str) -> str:
+    if not value:
+        raise InvalidArgumentError(f"{field}: required")
+    return value
+
+
+def _with_field_prefix(prefix: str, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; a builder's InvalidArgumentError gets the request field it is about."""
+    try:
+        return fn()
+    except ConversionError:
+        raise
+    except InvalidArgumentError as exc:
+        if str(exc).startswith(prefix):
+            raise
+        try:
+            new = type(exc)(f"{prefix}: {exc}")
+        except TypeError:
+            new = InvalidArgumentError(f"{prefix}: {exc}")
+        raise new from exc
+
+
+def _apply_image_config(config: ContainerConfig, icfg: _image.ImageConfig) -> ContainerConfig:
+    """The image's defaults folded into the config (containerd's WithImageConfig rules).
+
+    argv: Entrypoint + Cmd unless the config gives command/args; env: the image's first (the
+    config's win); cwd: the config's or the image's; user: the image's unless the security
+    context names one.
+    """
+    try:
+        argv = _image.process_args(icfg, list(config.command), list(config.args))
+    except _image.ImageError as exc:
+        raise InvalidArgumentError(f"config.command: {exc}") from None
+    envs: list[KeyValue] = []
+    for item in icfg.env:
+        key, _, value = item.partition("=")
+        envs.append(KeyValue(key=key, value=value))
+    sc = config.linux.security_context
+    if icfg.user and not sc.run_as_username and sc.run_as_user is None:
+        sc = attrs.evolve(sc, run_as_username=icfg.user)
+    return attrs.evolve(
+        config, command=tuple(argv), args=(), envs=(*envs, *config.envs),
+        working_dir=config.working_dir or icfg.working_dir or "",
+        linux=attrs.evolve(config.linux, security_context=sc),
+    )
+
+
+# -- gRPC ---------------------------------------------------------------------------------------
+
+
+def _adapt(service: CRIService, name: str) -> Callable[..., Any]:
+    import grpc
+
+    method = getattr(service, name, None)
+
+    def fail(context: Any, exc: BaseException) -> None:
+        code = getattr(grpc.StatusCode, status_code_name(exc))
+        context.abort(code, str(exc))
+
+    if method is None:
+        def unimplemented(request: Any, context: Any) -> Any:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} is not implemented by podkit")
+
+        return unimplemented
+    if name in _STREAMING_METHODS:
+        def stream(request: Any, context: Any) -> Iterator[Any]:
+            try:
+                yield from method(request, context.is_active)
+            except PodkitError as exc:
+                fail(context, exc)
+
+        return stream
+
+    def unary(request: Any, context: Any) -> Any:
+        try:
+            return method(request)
+        except PodkitError as exc:
+            fail(context, exc)
+        return None
+
+    return unary
+
+
+class _Servicer:
+    def __init__(self, service: CRIService, names: tuple[str, ...]) -> None:
+        for name in names:
+            setattr(self, name, _adapt(service, name))
+
+
+class Server:
+    """A running reference server: the gRPC server, its service and its socket."""
+
+    def __init__(self, grpc_server: Any, service: CRIService, socket_path: Path) -> None:
+        self.grpc_server = grpc_server
+        self.service = service
+        self.socket_path = socket_path
+        self._stopped = threading.Event()
+
+    @property
+    def address(self) -> str:
+        """The gRPC target (``unix:///path``) clients connect to."""
+        return f"unix://{self.socket_path}"
+
+    def stop(self, grace: float | None = 5.0) -> None:
+        """Stop serving (event streams end), remove the socket; pods keep running."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.service.events.close()
+        self.grpc_server.stop(grace).wait()
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until :meth:`stop` (or ``timeout``); whether it stopped."""
+        return self._stopped.wait(timeout)
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _claim_socket(path: Path) -> None:
+    """Remove a stale socket; refuse when a server answers on it or it is not a socket."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise InvalidArgumentError(f"socket path {path}: exists and is not a socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)
+            return
+    raise ConflictError(f"socket path {path}: another server is listening on it")
+
+
+def serve(
+    socket_path: str | os.PathLike[str],
+    manager: SandboxManager,
+    store: _image.ImageStore,
+    *,
+    streaming: StreamingServer | None = None,
+    pause_image: str = "",
+    runtime_handler: str = "runc",
+    max_workers: int = 64,
+    options: Mapping[str, Any] | None = None,
+) -> Server:
+    """Serve RuntimeService and ImageService on a Unix socket; returns the running server.
+
+    Call ``manager.recover()`` first when the state dir may hold pods of an earlier server;
+    the service's own records are recovered here. ``max_workers`` bounds concurrent RPCs
+    (each open GetContainerEvents stream holds one).
+    """
+    import concurrent.futures
+
+    import grpc
+
+    from podkit.cri import api_pb2_grpc
+
+    path = Path(socket_path).absolute()
+    _claim_socket(path)
+    service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
+                         runtime_handler=runtime_handler)
+    service.recover()
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(
+        max_workers=max_workers, thread_name_prefix="podkit-cri"),
+        options=list((options or {}).items()))
+    runtime: Any = _Servicer(service, _RUNTIME_METHODS)
+    images: Any = _Servicer(service, _IMAGE_METHODS)
+    api_pb2_grpc.add_RuntimeServiceServicer_to_server(runtime, server)
+    api_pb2_grpc.add_ImageServiceServicer_to_server(images, server)
+    server.add_insecure_port(f"unix://{path}")
+    server.start()
+    with contextlib.suppress(OSError):
+        path.chmod(0o660)
+    return Server(server, service, path)

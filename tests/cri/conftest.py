@@ -1,0 +1,165 @@
+"""Fixtures for the CRI server tests: busybox images built here, a server on a temp socket.
+
+The images are made with tarfile from the session busybox rootfs (tests/image/imagebuild.py) and
+imported into a store; the server runs real runc under conmon, real CNI plugins on a test bridge
+inside the scripts/isolated namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import _leaks
+from conftest import require_binary, require_isolated
+from image.imagebuild import Layer, build_image, write_layout
+
+BRIDGE = "pkcri0"
+SUBNET = "10.89.0.0/16"
+NETWORK = "pk-cri-net"
+BUSYBOX = "localhost/pk-cri/busybox:1"
+PAUSE = "localhost/pk-cri/pause:1"
+BUSYBOX_CONFIG = {
+    "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "FROM_IMAGE=yes"],
+    "Cmd": ["sleep", "3600"],
+    "WorkingDir": "/tmp",
+    "StopSignal": "SIGTERM",
+}
+PAUSE_CONFIG = {"Env": ["PATH=/bin"], "Entrypoint": ["sleep"], "Cmd": ["2147483647"]}
+
+
+@pytest.fixture(scope="session")
+def image_layouts(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory,
+                  ) -> dict[str, Path]:
+    """OCI layouts of the busybox and pause test images (one shared layer)."""
+    layer = Layer().tree(busybox_rootfs).bytes()
+    out = {}
+    base = tmp_path_factory.mktemp("cri-images")
+    for name, config in ((BUSYBOX, BUSYBOX_CONFIG), (PAUSE, PAUSE_CONFIG)):
+        img = build_image([layer], ["gzip"], config)
+        out[name] = write_layout(base / name.rsplit("/", 1)[1].replace(":", "-"),
+                                 [(img.descriptor, None)], img.blobs)
+    return out
+
+
+def import_images(root: Path, layouts: dict[str, Path]) -> None:
+    """Import the test images into the store under ``root``."""
+    from podkit.image import ImageStore, import_image
+
+    store = ImageStore(root)
+    for name, layout in layouts.items():
+        import_image(store, layout, name)
+
+
+def write_cni_conf(state: Path) -> Path:
+    """The test bridge network's conflist in ``<state>/net.d`` (the returned dir)."""
+    from podkit.sandbox import default_network_config
+
+    default_network_config(state, name=NETWORK, bridge=BRIDGE, subnet=SUBNET)
+    return state / "net.d"
+
+
+@pytest.fixture(scope="module")
+def bridge() -> Iterator[None]:
+    """The test bridge, made up front (the bridge plugin never deletes it) and deleted after."""
+    require_isolated()
+    subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=False,
+                   capture_output=True)
+    yield
+    subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
+
+
+class Harness:
+    """A CRIService served on a temp socket, and gRPC stubs talking to it."""
+
+    def __init__(self, base: Path, layouts: dict[str, Path]) -> None:
+        import grpc
+
+        from podkit.cri import api_pb2_grpc
+        from podkit.cri.server import pause_config, serve
+        from podkit.image import ImageStore
+        from podkit.runtime import Runc
+        from podkit.sandbox import SandboxManager, default_networks
+
+        self.base = base
+        self.layouts = layouts
+        import_images(base, layouts)
+        self.store = ImageStore(base)
+        _leaks.register_runtime_root(base / "runc")
+        _leaks.register_ipam_dir(base / "state" / "ipam")
+        nets = default_networks(base / "state", bridge=BRIDGE, name=NETWORK, subnet=SUBNET)
+        self.pause = pause_config(self.store, PAUSE)
+        self.manager = SandboxManager(base / "root", base / "state", Runc(root=base / "runc"),
+                                      nets, pause=self.pause, netns_prefix="pk-cri-")
+        self.manager.recover()
+        self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE)
+        self.channel = grpc.insecure_channel(self.server.address)
+        self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
+        self.img = api_pb2_grpc.ImageServiceStub(self.channel)
+
+    def close(self) -> None:
+        """Remove every pod, stop the server, remove the pause rootfs."""
+        from podkit import image
+
+        try:
+            self.manager.remove_all()
+            for r in image.list_rootfs(self.store):
+                image.remove_rootfs(self.store, r.container_id)
+        finally:
+            self.channel.close()
+            self.server.stop()
+            self.manager.close()
+
+
+@pytest.fixture(scope="module")
+def harness(bridge: None, image_layouts: dict[str, Path],
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    """One server per test module (tests clean up their pods)."""
+    require_isolated()
+    require_binary("runc")
+    require_binary("conmon")
+    h = Harness(tmp_path_factory.mktemp("cri"), image_layouts)
+    yield h
+    h.close()
+
+
+def pod_config(name: str = "", **kw: Any) -> Any:
+    """A CRI PodSandboxConfig as kubelet sends it (pod network, unique name)."""
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(name=name or f"pk-cri-{uuid.uuid4().hex[:8]}",
+                                       uid=uuid.uuid4().hex, namespace="pk-cri", attempt=0),
+        hostname="pk-cri-pod", **kw)
+    cfg.linux.security_context.namespace_options.network = pb.POD
+    cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+    return cfg
+
+
+def container_config(name: str, command: list[str] | None = None, *,
+                     image: str = BUSYBOX, **kw: Any) -> Any:
+    """A CRI ContainerConfig for the busybox test image."""
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pb.ContainerConfig(metadata=pb.ContainerMetadata(name=name),
+                             image=pb.ImageSpec(image=image), **kw)
+    if command is not None:
+        cfg.command.extend(command)
+    cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+    return cfg
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, symlinks=True)
+    return dest

@@ -1,0 +1,296 @@
+"""The reference CRI server driven over gRPC like kubelet: the pod and container lifecycle."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from cri.conftest import BUSYBOX, PAUSE, Harness, container_config, import_images, pod_config
+from podkit.cri import api_pb2 as pb
+from podkit.runtime import read_cri_log
+
+pytestmark = pytest.mark.integration
+
+
+def _run_pod(h: Harness, **kw: Any) -> tuple[str, Any]:
+    cfg = pod_config(**kw)
+    resp = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg))
+    return resp.pod_sandbox_id, cfg
+
+
+def _wait_state(h: Harness, cid: str, state: int) -> Any:
+    for _ in range(200):
+        st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+        if st.state == state:
+            return st
+        time.sleep(0.05)
+    raise AssertionError(f"container {cid} never reached state {state}: {st}")
+
+
+def test_version_status_runtime_config(harness: Harness) -> None:
+    v = harness.rt.Version(pb.VersionRequest(version="v1"))
+    assert (v.runtime_name, v.runtime_api_version) == ("podkit", "v1")
+    st = harness.rt.Status(pb.StatusRequest(verbose=True))
+    conds = {c.type: c.status for c in st.status.conditions}
+    assert conds == {"RuntimeReady": True, "NetworkReady": True}
+    assert "config" in st.info
+    rc = harness.rt.RuntimeConfig(pb.RuntimeConfigRequest())
+    assert rc.linux.cgroup_driver == pb.CGROUPFS
+    harness.rt.UpdateRuntimeConfig(pb.UpdateRuntimeConfigRequest(
+        runtime_config=pb.RuntimeConfig(network_config=pb.NetworkConfig(pod_cidr="10.89.0.0/16"))))
+    assert harness.server.service.pod_cidr == "10.89.0.0/16"
+
+
+def test_kubelet_sequence(harness: Harness, tmp_path: Path) -> None:
+    h = harness
+    logs = tmp_path / "logs"
+    sid, cfg = _run_pod(h, log_directory=str(logs), labels={"app": "seq"})
+    st = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid, verbose=True))
+    assert st.status.state == pb.SANDBOX_READY
+    assert st.status.network.ip.startswith("10.89.")
+    assert st.status.metadata.name == cfg.metadata.name
+    assert st.status.labels["app"] == "seq"
+    assert st.status.linux.namespaces.options.pid == pb.CONTAINER
+
+    ccfg = container_config("app", ["sh", "-c", "trap 'exit 7' TERM; echo out; echo err >&2; "
+                                    "while true; do sleep 0.1; done"],
+                            log_path="app/0.log", labels={"tier": "web"})
+    ccfg.envs.add(key="FROM_CONFIG", value=b"1")
+    cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sid, config=ccfg, sandbox_config=cfg)).container_id
+    status = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+    assert status.state == pb.CONTAINER_CREATED
+    assert status.image.image == BUSYBOX
+    assert status.image_id.startswith("sha256:")
+    assert status.image_ref.startswith("localhost/pk-cri/busybox@sha256:")
+    assert status.log_path == str(logs / "app/0.log")
+    assert status.stop_signal == pb.SIGTERM  # from the image config
+
+    h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+    status = _wait_state(h, cid, pb.CONTAINER_RUNNING)
+    assert status.started_at >= status.created_at > 0
+    assert status.user.linux.uid == 0
+
+    # The image config's env, working dir; the config's env; the pod's network namespace.
+    res = h.rt.ExecSync(pb.ExecSyncRequest(
+        container_id=cid, cmd=["sh", "-c", "echo $FROM_IMAGE $FROM_CONFIG; pwd; hostname"],
+        timeout=10))
+    assert res.exit_code == 0
+    assert res.stdout.decode().split() == ["yes", "1", "/tmp", "pk-cri-pod"]
+    res = h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["sh", "-c", "exit 3"]))
+    assert res.exit_code == 3
+
+    # Logs in CRI format where kubelet looks for them.
+    path = logs / "app" / "0.log"
+    for _ in range(100):
+        if path.exists() and len(read_cri_log(path)) >= 2:
+            break
+        time.sleep(0.05)
+    lines = {(ln.stream, ln.content) for ln in read_cri_log(path)}
+    assert {("stdout", b"out"), ("stderr", b"err")} <= lines
+
+    stats = h.rt.ContainerStats(pb.ContainerStatsRequest(container_id=cid)).stats
+    assert stats.attributes.id == cid and stats.attributes.labels["tier"] == "web"
+    assert stats.memory.working_set_bytes.value > 0
+    assert stats.writable_layer.fs_id.mountpoint
+    ls = h.rt.ListContainerStats(pb.ListContainerStatsRequest(
+        filter=pb.ContainerStatsFilter(pod_sandbox_id=sid)))
+    assert [s.attributes.id for s in ls.stats] == [cid]
+    pstats = h.rt.PodSandboxStats(pb.PodSandboxStatsRequest(pod_sandbox_id=sid)).stats
+    assert pstats.attributes.id == sid
+    assert pstats.linux.process.process_count.value >= 2
+    assert [c.attributes.id for c in pstats.linux.containers] == [cid]
+    lps = h.rt.ListPodSandboxStats(pb.ListPodSandboxStatsRequest(
+        filter=pb.PodSandboxStatsFilter(id=sid)))
+    assert [s.attributes.id for s in lps.stats] == [sid]
+
+    h.rt.UpdateContainerResources(pb.UpdateContainerResourcesRequest(
+        container_id=cid, linux=pb.LinuxContainerResources(memory_limit_in_bytes=64 << 20)))
+    status = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+    assert status.resources.linux.memory_limit_in_bytes == 64 << 20
+
+    # Log rotation: kubelet moves the file away and asks for a new one.
+    os.rename(path, str(path) + ".1")
+    h.rt.ReopenContainerLog(pb.ReopenContainerLogRequest(container_id=cid))
+    assert path.exists()
+
+    h.rt.StopContainer(pb.StopContainerRequest(container_id=cid, timeout=10))
+    status = _wait_state(h, cid, pb.CONTAINER_EXITED)
+    assert status.reason == "Error"
+    assert status.finished_at >= status.started_at
+    # sh got SIGTERM (the image's StopSignal) and exited by its trap, not by SIGKILL.
+    assert status.exit_code == 7
+
+    rootfs = h.server.service._image_of(cid).rootfs
+    assert Path(rootfs).is_dir()
+    h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=cid))
+    assert not Path(rootfs).exists()
+    assert h.rt.ListContainers(pb.ListContainersRequest(
+        filter=pb.ContainerFilter(pod_sandbox_id=sid))).containers == []
+    h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=cid))  # idempotent
+
+    h.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid))
+    st = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid)).status
+    assert st.state == pb.SANDBOX_NOTREADY
+    h.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid))  # idempotent
+    h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))  # idempotent
+    with pytest.raises(grpc.RpcError) as exc:
+        h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid))
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_filters(harness: Harness) -> None:
+    h = harness
+    a, _ = _run_pod(h, labels={"group": "a", "k": "1"})
+    b, _ = _run_pod(h, labels={"group": "b", "k": "1"})
+    try:
+        ca = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=a, config=container_config("one", labels={"c": "x"}))).container_id
+        cb = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=b, config=container_config("two", labels={"c": "y"}))).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cb))
+
+        def pods(**f: Any) -> list[str]:
+            return [p.id for p in h.rt.ListPodSandbox(pb.ListPodSandboxRequest(
+                filter=pb.PodSandboxFilter(**f))).items]
+
+        def ctrs(**f: Any) -> list[str]:
+            return [c.id for c in h.rt.ListContainers(pb.ListContainersRequest(
+                filter=pb.ContainerFilter(**f))).containers]
+
+        assert set(pods(label_selector={"k": "1"})) == {a, b}
+        assert pods(label_selector={"group": "a"}) == [a]
+        assert pods(id=b[:12]) == [b]
+        assert pods(label_selector={"group": "c"}) == []
+        assert set(pods(state=pb.PodSandboxStateValue(state=pb.SANDBOX_READY))) >= {a, b}
+        h.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=a))
+        assert a in pods(state=pb.PodSandboxStateValue(state=pb.SANDBOX_NOTREADY))
+        assert a not in pods(state=pb.PodSandboxStateValue(state=pb.SANDBOX_READY))
+
+        assert ctrs(pod_sandbox_id=a) == [ca]
+        assert ctrs(label_selector={"c": "y"}) == [cb]
+        assert ctrs(id=ca[:10]) == [ca]
+        assert ctrs(state=pb.ContainerStateValue(state=pb.CONTAINER_RUNNING),
+                    pod_sandbox_id=b) == [cb]
+        assert ctrs(state=pb.ContainerStateValue(state=pb.CONTAINER_CREATED),
+                    pod_sandbox_id=b) == []
+        listed = h.rt.ListContainers(pb.ListContainersRequest(
+            filter=pb.ContainerFilter(id=cb))).containers[0]
+        assert (listed.pod_sandbox_id, listed.metadata.name, listed.image.image) == (
+            b, "two", BUSYBOX)
+    finally:
+        for sid in (a, b):
+            h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_events_stream(harness: Harness) -> None:
+    h = harness
+    events: queue.Queue[Any] = queue.Queue()
+    stream = h.rt.GetContainerEvents(pb.GetEventsRequest())
+
+    def consume() -> None:
+        try:
+            for ev in stream:
+                events.put(ev)
+        except grpc.RpcError:
+            pass
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    for _ in range(100):
+        if h.server.service.events.subscribers:
+            break
+        time.sleep(0.02)
+    sid, _ = _run_pod(h)
+    cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sid, config=container_config("ev"))).container_id
+    h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+    h.rt.StopContainer(pb.StopContainerRequest(container_id=cid, timeout=0))
+    h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=cid))
+    h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    want = [
+        (sid, pb.CONTAINER_CREATED_EVENT), (sid, pb.CONTAINER_STARTED_EVENT),
+        (cid, pb.CONTAINER_CREATED_EVENT), (cid, pb.CONTAINER_STARTED_EVENT),
+        (cid, pb.CONTAINER_STOPPED_EVENT), (cid, pb.CONTAINER_DELETED_EVENT),
+        (sid, pb.CONTAINER_STOPPED_EVENT), (sid, pb.CONTAINER_DELETED_EVENT),
+    ]
+    got = []
+    while len(got) < len(want):
+        try:
+            got.append(events.get(timeout=10))
+        except queue.Empty:
+            break
+    stream.cancel()
+    assert [(e.container_id, e.container_event_type) for e in got] == want
+    assert all(e.created_at > 0 for e in got)
+    assert got[0].pod_sandbox_status.id == sid
+    started = got[3]
+    assert started.containers_statuses[0].state == pb.CONTAINER_RUNNING
+    t.join(10)
+    for _ in range(100):
+        if not h.server.service.events.subscribers:
+            break
+        time.sleep(0.05)
+    assert h.server.service.events.subscribers == 0
+
+
+def test_images(harness: Harness) -> None:
+    h = harness
+    images = h.img.ListImages(pb.ListImagesRequest()).images
+    by_tag = {t: i for i in images for t in i.repo_tags}
+    assert set(by_tag) >= {BUSYBOX, PAUSE}
+    assert by_tag[PAUSE].pinned and not by_tag[BUSYBOX].pinned
+    bb = by_tag[BUSYBOX]
+    assert bb.id.startswith("sha256:") and bb.size > 0
+    assert bb.repo_digests[0].startswith("localhost/pk-cri/busybox@sha256:")
+    st = h.img.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=BUSYBOX),
+                                                 verbose=True))
+    assert st.image.id == bb.id and "info" in st.info
+    assert h.img.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=bb.id))).image.id \
+        == bb.id
+    missing = h.img.ImageStatus(pb.ImageStatusRequest(
+        image=pb.ImageSpec(image="localhost/pk-cri/missing:1")))
+    assert not missing.HasField("image")
+    filtered = h.img.ListImages(pb.ListImagesRequest(
+        filter=pb.ImageFilter(image=pb.ImageSpec(image=BUSYBOX)))).images
+    assert [i.id for i in filtered] == [bb.id]
+    fs = h.img.ImageFsInfo(pb.ImageFsInfoRequest()).image_filesystems
+    assert fs[0].used_bytes.value > 0 and fs[0].inodes_used.value > 0
+
+    # Tag, then remove by ID: every name goes; removing again succeeds.
+    h.store.tag(BUSYBOX, "localhost/pk-cri/extra:1")
+    ids = {i.id: list(i.repo_tags) for i in h.img.ListImages(pb.ListImagesRequest()).images}
+    assert sorted(ids[bb.id]) == sorted([BUSYBOX, "localhost/pk-cri/extra:1"])
+    h.img.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image="localhost/pk-cri/extra:1")))
+    assert not h.img.ImageStatus(pb.ImageStatusRequest(
+        image=pb.ImageSpec(image=BUSYBOX))).HasField("image")
+    h.img.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=BUSYBOX)))
+    import_images(h.base, {BUSYBOX: h.layouts[BUSYBOX]})
+    assert h.img.ImageStatus(pb.ImageStatusRequest(
+        image=pb.ImageSpec(image=BUSYBOX))).image.id == bb.id
+
+
+def test_pull_image_not_pullable(harness: Harness) -> None:
+    with pytest.raises(grpc.RpcError) as exc:
+        harness.img.PullImage(pb.PullImageRequest(image=pb.ImageSpec(image="Bad Ref")))
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "image.image" in exc.value.details()
+
+
+def test_exec_attach_port_forward_unimplemented(harness: Harness) -> None:
+    for call, req in ((harness.rt.Exec, pb.ExecRequest(container_id="x", cmd=["sh"])),
+                      (harness.rt.Attach, pb.AttachRequest(container_id="x")),
+                      (harness.rt.PortForward, pb.PortForwardRequest(pod_sandbox_id="x")),
+                      (harness.rt.CheckpointContainer, pb.CheckpointContainerRequest()),
+                      (harness.rt.ListMetricDescriptors, pb.ListMetricDescriptorsRequest())):
+        with pytest.raises(grpc.RpcError) as exc:
+            call(req)
+        assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED, call
