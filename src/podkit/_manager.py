@@ -69,6 +69,7 @@ from podkit.sandbox import (
 )
 
 __all__ = [
+    "INFRALESS_STEPS",
     "SANDBOX_STEPS",
     "Container",
     "ContainerFilter",

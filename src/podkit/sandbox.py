@@ -35,6 +35,7 @@ from podkit.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from podkit._manager import (
+        INFRALESS_STEPS,
         SANDBOX_STEPS,
         Container,
         ContainerFilter,
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 # The manager lives in podkit._manager (it imports podkit.container, which imports this module);
 # its names are re-exported here lazily.
 _MANAGER_NAMES = frozenset({
-    "SANDBOX_STEPS", "Container", "ContainerFilter", "ContainerState", "ContainerStats",
+    "INFRALESS_STEPS", "SANDBOX_STEPS", "Container", "ContainerFilter", "ContainerState", "ContainerStats",
     "PauseConfig", "RecoveryReport", "Sandbox", "SandboxFilter", "SandboxManager", "SandboxState",
     "SandboxStats", "default_network_config", "default_networks",
 })
@@ -69,6 +70,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "INFRALESS_STEPS",
     "SANDBOX_STEPS",
     "Container",
     "ContainerFilter",
