@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 # Modules under podkit._cli that define ``register(subparsers)``; each adds its own group.
-_GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod")
+_GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri")
 
 
 def build_parser() -> argparse.ArgumentParser:
