@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 # The manager lives in podkit._manager (it imports podkit.container, which imports this module);
 # its names are re-exported here lazily.
 _MANAGER_NAMES = frozenset({
-    "INFRALESS_STEPS", "SANDBOX_STEPS", "Container", "ContainerFilter", "ContainerState", "ContainerStats",
+    "INFRALESS_STEPS", "SANDBOX_STEPS", "Container", "ContainerFilter", "ContainerState",
+    "ContainerStats",
     "PauseConfig", "RecoveryReport", "Sandbox", "SandboxFilter", "SandboxManager", "SandboxState",
     "SandboxStats", "default_network_config", "default_networks",
 })
