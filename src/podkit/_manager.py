@@ -16,6 +16,7 @@ import ctypes.util
 import enum
 import errno
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -62,6 +63,7 @@ from podkit.runtime import (
 )
 from podkit.runtime.errors import NotRunningError, RuntimeTimeoutError
 from podkit.sandbox import (
+    SANDBOX_OOM_SCORE_ADJ,
     SandboxConfigError,
     SandboxFiles,
     build_sandbox_spec,
@@ -251,6 +253,7 @@ class RecoveryReport:
 
 
 _converter = cattrs.Converter()
+_log = logging.getLogger("podkit.sandbox")
 
 
 def _now() -> int:
@@ -454,6 +457,11 @@ class SandboxManager:
             supervisor = ConmonSupervisor(Conmon(runtime, state_dir=self.state_dir / "conmon"))
         self.supervisor: Supervisor = supervisor
         self.oom_score_floor = _cri_rules.current_oom_score_adj()
+        if pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
+            _log.warning(
+                "pause containers get OOM score %d instead of %d: this process (score %d) "
+                "cannot lower scores without CAP_SYS_RESOURCE", self.oom_score_floor,
+                SANDBOX_OOM_SCORE_ADJ, self.oom_score_floor)
         self._lock = threading.Lock()  # names and the two dicts
         self._names: dict[str, str] = {}
         self._sandboxes: dict[str, Sandbox] = {}

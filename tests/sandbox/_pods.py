@@ -59,7 +59,7 @@ def ctr_config(rootfs: Path, name: str, command: Sequence[str], *,
 
 
 def make_manager(base: Path, rootfs: Path, *, networks: bool = True, infraless: bool = False,
-                 **kw: object) -> SandboxManager:
+                 binary: str = "runc", **kw: object) -> SandboxManager:
     """A manager with its own dirs under ``base`` and the shared test bridge network
     (``infraless``: ``pause=None``)."""
     runc_root = base / "runc"
@@ -67,7 +67,7 @@ def make_manager(base: Path, rootfs: Path, *, networks: bool = True, infraless: 
     _leaks.register_ipam_dir(base / "state" / "ipam")
     nets = default_networks(base / "state", bridge=BRIDGE, name="pk-pod-net") if networks \
         else None
-    return SandboxManager(base / "root", base / "state", Runc(root=runc_root), nets,
+    return SandboxManager(base / "root", base / "state", Runc(binary, root=runc_root), nets,
                           pause=None if infraless else PauseConfig(rootfs=str(rootfs)),
                           netns_prefix="pk-pod-",
                           **kw)  # type: ignore[arg-type]

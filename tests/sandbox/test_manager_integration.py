@@ -289,3 +289,23 @@ def test_infraless_pod(bridge: None, rootfs: Path, tmp_path: Path, host_network:
         m.close()
     assert leftovers(base, m, cgroups) == []
     assert leaked(before) == []
+
+
+def test_pod_with_crun(bridge: None, rootfs: Path, tmp_path: Path) -> None:
+    require_binary("crun")
+    before = snapshot()
+    base = tmp_path / "m"
+    m = make_manager(base, rootfs, binary="crun")
+    try:
+        sb = m.run_sandbox(pod_config(hostname="pk-pod-crun"))
+        cid = m.create_container(sb.id, ctr_config(rootfs, "c", ["sleep", "600"]))
+        m.start_container(cid)
+        assert m.exec_sync(cid, ["hostname"], timeout=10).stdout == b"pk-pod-crun\n"
+        m.stop_container(cid, 0)
+        assert m.container_status(cid).exit_code == 137
+        m.remove_sandbox(sb.id)
+    finally:
+        m.remove_all()
+        m.close()
+    assert leftovers(base, m) == []
+    assert leaked(before) == []
