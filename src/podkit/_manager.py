@@ -61,7 +61,7 @@ from podkit.runtime import (
     Runtime,
     Supervisor,
 )
-from podkit.runtime.errors import NotRunningError, RuntimeTimeoutError
+from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
 from podkit.sandbox import (
     SANDBOX_OOM_SCORE_ADJ,
     SandboxConfigError,
@@ -969,9 +969,14 @@ class SandboxManager:
         """The exit status if the container has exited, without blocking."""
         sup = self.supervisor
         if isinstance(sup, ConmonSupervisor):
-            with contextlib.suppress(NotFoundError):
-                return sup.conmon.exit_status(id)
-            return ExitStatus(exit_code=255)
+            try:
+                status = sup.conmon.exit_status(id)
+                if status is not None or sup.conmon.monitor_alive(id):
+                    return status
+            except NotFoundError:
+                return ExitStatus(exit_code=255)
+            # conmon is gone without an exit file (killed): the runtime has the last word
+            return None if self._running(id) else ExitStatus(exit_code=255)
         if self._running(id):
             return None
         try:
@@ -1007,7 +1012,19 @@ class SandboxManager:
                 return self.supervisor.wait(id, timeout)
         with contextlib.suppress(NotRunningError, NotFoundError):
             self.runtime.kill(id, _signal.SIGKILL, all=True)
-        return self.supervisor.wait(id, 60.0)
+        try:
+            return self.supervisor.wait(id, 60.0)
+        except RuntimeTimeoutError:
+            raise
+        except OCIRuntimeError:
+            # nobody supervises it any more (conmon killed, or an in-process supervisor of an
+            # earlier process): the runtime says when it is gone; the exit code is lost
+            deadline = time.monotonic() + 10.0
+            while self._running(id):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+            return ExitStatus(exit_code=255)
 
     def stop_container(self, id: str, timeout: float = 0) -> None:
         """Stop signal (SIGTERM unless the config names one), ``timeout`` s, SIGKILL; idempotent."""

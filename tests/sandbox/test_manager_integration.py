@@ -309,3 +309,26 @@ def test_pod_with_crun(bridge: None, rootfs: Path, tmp_path: Path) -> None:
         m.close()
     assert leftovers(base, m) == []
     assert leaked(before) == []
+
+
+def test_container_whose_conmon_was_killed(
+    mgr: SandboxManager, rootfs: Path
+) -> None:
+    """conmon SIGKILLed: no exit file; status and stop fall back to the runtime."""
+    import os
+    import signal
+
+    from podkit.runtime import ConmonSupervisor
+
+    sb = mgr.run_sandbox(pod_config())
+    cid = mgr.create_container(sb.id, ctr_config(rootfs, "c", ["sleep", "600"]))
+    mgr.start_container(cid)
+    sup = mgr.supervisor
+    assert isinstance(sup, ConmonSupervisor)
+    os.kill(sup.conmon.get(cid).conmon_pid, signal.SIGKILL)  # the conmon this test started
+    _wait_for(lambda: not sup.conmon.monitor_alive(cid))
+    assert mgr.container_status(cid).state == ContainerState.CONTAINER_RUNNING
+    mgr.stop_container(cid, 0)
+    c = mgr.container_status(cid)
+    assert (c.state, c.exit_code) == (ContainerState.CONTAINER_EXITED, 255)
+    mgr.remove_sandbox(sb.id)
