@@ -360,3 +360,24 @@ def test_recover_removes_directories_without_records(parts: Any, tmp_path: Path)
     assert sorted(p.name for p in (m.root_dir / "sandboxes").iterdir()) == [sb.id]
     assert list((m.root_dir / "containers").iterdir()) == []
     m.remove_sandbox(sb.id)
+
+
+def test_host_network_pod_never_touches_cni(tmp_path: Path, rootfs: Path) -> None:
+    from podkit import cni
+    from podkit.cni.testing import FakeExec
+
+    fake = FakeExec()
+    conf = cni.NetworkConfigList.from_bytes(
+        b'{"cniVersion":"1.0.0","name":"pk-pod-fake","plugins":[{"type":"bridge"}]}')
+    nets = cni.Networks(cni.CNI(plugin_dirs=["/nonexistent"], cache_dir=str(tmp_path / "c"),
+                                exec=fake), [conf], loopback=True)
+    rt = FakeRuntime()
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, nets,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt))
+    try:
+        sb = m.run_sandbox(host_pod())
+        m.stop_sandbox(sb.id)
+        m.remove_sandbox(sb.id)
+    finally:
+        m.close()
+    assert fake.calls == []

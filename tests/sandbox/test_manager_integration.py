@@ -21,6 +21,7 @@ from podkit.errors import AlreadyExistsError
 from podkit.runtime import read_cri_log
 from podkit.sandbox import (
     ContainerState,
+    PauseConfig,
     SandboxFilter,
     SandboxManager,
     SandboxState,
@@ -332,3 +333,61 @@ def test_container_whose_conmon_was_killed(
     c = mgr.container_status(cid)
     assert (c.state, c.exit_code) == (ContainerState.CONTAINER_EXITED, 255)
     mgr.remove_sandbox(sb.id)
+
+
+def test_cni_arguments_and_capabilities(bridge: None, rootfs: Path, tmp_path: Path) -> None:
+    """What the plugins get: Kubernetes CNI_ARGS, portMappings, bandwidth, dns, cgroupPath,
+    pod annotations (a scripted fake exec behind the real client, a real netns)."""
+    import json
+
+    from podkit import cni
+    from podkit.cni.testing import FakeExec
+    from podkit.runtime.testing import FakeRuntime
+
+    from .test_manager import FakeSupervisor
+
+    fake = FakeExec()
+    fake.on("bridge", "ADD", result={
+        "cniVersion": "1.0.0", "interfaces": [{"name": "eth0", "sandbox": "/x"}],
+        "ips": [{"address": "10.88.77.5/24", "interface": 0},
+                {"address": "fd00::5/64", "interface": 0}]})
+    caps = {k: True for k in ("portMappings", "bandwidth", "dns", "cgroupPath",
+                              "io.kubernetes.cri.pod-annotations")}
+    conf = cni.NetworkConfigList.from_bytes(json.dumps({
+        "cniVersion": "1.0.0", "name": "pk-pod-fake",
+        "plugins": [{"type": "bridge", "capabilities": caps}]}).encode())
+    nets = cni.Networks(cni.CNI(plugin_dirs=["/nonexistent"], cache_dir=str(tmp_path / "c"),
+                                exec=fake), [conf], loopback=True)
+    rt = FakeRuntime()
+    before = snapshot()
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, nets,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt),
+                       netns_prefix="pk-pod-")
+    try:
+        cfg = pod_config(
+            "pk-pod-args",
+            port_mappings=[PortMapping(container_port=80, host_port=8080),
+                           PortMapping(container_port=53, host_port=0)],
+            dns_config=DNSConfig(servers=["10.0.0.10"], searches=["svc"]),
+            annotations={"kubernetes.io/ingress-bandwidth": "1M", "team": "pk"},
+            linux=LinuxPodSandboxConfig(cgroup_parent="/kubepods"))
+        sb = m.run_sandbox(cfg)
+        assert sb.ips == ("10.88.77.5", "fd00::5")
+        [add] = [c for c in fake.calls_for("ADD") if c.plugin == "bridge"]
+        assert add.env["CNI_ARGS"] == (
+            f"IgnoreUnknown=1;K8S_POD_NAMESPACE=pk-test;K8S_POD_NAME=pk-pod-args;"
+            f"K8S_POD_INFRA_CONTAINER_ID={sb.id};K8S_POD_UID={cfg.metadata.uid}")
+        assert add.config["runtimeConfig"] == {
+            "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}],
+            "bandwidth": {"ingressRate": 1_000_000, "ingressBurst": 2**32 - 1},
+            "dns": {"servers": ["10.0.0.10"], "searches": ["svc"]},
+            "cgroupPath": "/kubepods",
+            "io.kubernetes.cri.pod-annotations": dict(cfg.annotations),
+        }
+        assert add.env["CNI_NETNS"] == sb.netns_path
+        m.remove_sandbox(sb.id)
+        assert [c.plugin for c in fake.calls_for("DEL")] == ["bridge", "loopback"]
+    finally:
+        m.remove_all()
+        m.close()
+    assert leaked(before) == []
