@@ -104,6 +104,12 @@ class Harness:
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)
 
+    def shutdown(self) -> None:
+        """Stop serving and release the state dir; pods and containers keep running."""
+        self.channel.close()
+        self.server.stop()
+        self.manager.close()
+
     def close(self) -> None:
         """Remove every pod, stop the server, remove the pause rootfs."""
         from podkit import image

@@ -46,11 +46,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
     from podkit import cdi, cni
-    from podkit.cri.server import pause_config, serve
+    from podkit.cri.server import claim_socket, pause_config, serve
     from podkit.image import ImageStore
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager
 
+    claim_socket(args.socket)  # before any work: refuse when another server listens
     root = Path(args.root).absolute()
     state = root / "cri" / "state"
     store = ImageStore(root)

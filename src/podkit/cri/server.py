@@ -82,6 +82,7 @@ __all__ = [
     "Server",
     "StreamingServer",
     "UnimplementedError",
+    "claim_socket",
     "pause_config",
     "serve",
     "status_code_name",
@@ -470,7 +471,8 @@ class CRIService:
         if request.verbose:
             out.info["info"] = json.dumps({
                 "pid": sb.pid, "netNamespacePath": sb.netns_path, "cgroupsPath": sb.cgroups_path,
-                "image": self.manager.pause.image, "runtimeHandler": self.runtime_handler})
+                "image": self.manager.pause.image if self.manager.pause else "",
+                "runtimeHandler": self.runtime_handler})
         return out
 
     def ListPodSandbox(self, request: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
@@ -962,8 +964,9 @@ class Server:
         self.stop()
 
 
-def _claim_socket(path: Path) -> None:
+def claim_socket(path: str | os.PathLike[str]) -> None:
     """Remove a stale socket; refuse when a server answers on it or it is not a socket."""
+    path = Path(path)
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -1004,7 +1007,7 @@ def serve(
     from podkit.cri import api_pb2_grpc
 
     path = Path(socket_path).absolute()
-    _claim_socket(path)
+    claim_socket(path)
     service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
                          runtime_handler=runtime_handler)
     service.recover()
