@@ -1149,12 +1149,12 @@ class SandboxManager:
         errors: builtins.list[str] = []
         sandboxes = {s.id: s for s in self._load_records("sandboxes", Sandbox)}
         containers: builtins.list[Container] = self._load_records("containers", Container)
-        with self._lock:
+        with self._lock:  # records this manager already holds stay the ones in use
             for s in sandboxes.values():
-                self._sandboxes.setdefault(s.id, s)
+                sandboxes[s.id] = self._sandboxes.setdefault(s.id, s)
                 self._names.setdefault(s.name, s.id)
+            containers = [self._containers.setdefault(c.id, c) for c in containers]
             for c in containers:
-                self._containers.setdefault(c.id, c)
                 self._names.setdefault(c.name, c.id)
         adopted_c = []
         for c in containers:

@@ -381,3 +381,17 @@ def test_host_network_pod_never_touches_cni(tmp_path: Path, rootfs: Path) -> Non
     finally:
         m.close()
     assert fake.calls == []
+
+
+def test_recover_on_a_live_manager_keeps_its_records(parts: Any, rootfs: Path) -> None:
+    m, rt, _ = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, ctr(rootfs))
+    m.start_container(cid)
+    report = m.recover()
+    assert report.sandboxes == (sb.id,) and report.containers == (cid,)
+    m.stop_container(cid, 0)
+    assert m.container_status(cid).exit_code == 137
+    assert m.list_containers()[0].state == ContainerState.CONTAINER_EXITED
+    m.remove_sandbox(sb.id)
+    assert rt.containers == {}
