@@ -568,6 +568,8 @@ class SandboxManager:
                 "linux.security_context.namespace_options.network: POD needs networks; "
                 "this manager has none (host-network pods only)"
             )
+        if not sb.host_network:
+            self._cni_caps(sb)  # bad annotations or port mappings fail before anything exists
         self._reserve(sb.name, sb.id, "pod")
         lock = self._sandbox_lock(sb.id)
         with lock:

@@ -395,3 +395,27 @@ def test_recover_on_a_live_manager_keeps_its_records(parts: Any, rootfs: Path) -
     assert m.list_containers()[0].state == ContainerState.CONTAINER_EXITED
     m.remove_sandbox(sb.id)
     assert rt.containers == {}
+
+
+def test_bad_bandwidth_annotation_fails_before_anything_is_created(
+    tmp_path: Path, rootfs: Path
+) -> None:
+    from podkit import cni
+    from podkit.cni.testing import FakeExec
+
+    fake = FakeExec()
+    conf = cni.NetworkConfigList.from_bytes(
+        b'{"cniVersion":"1.0.0","name":"pk-pod-fake","plugins":[{"type":"bridge"}]}')
+    nets = cni.Networks(cni.CNI(plugin_dirs=["/x"], cache_dir=str(tmp_path / "c"), exec=fake),
+                        [conf])
+    rt = FakeRuntime()
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, nets,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt))
+    try:
+        bad = SandboxConfig(metadata=PodSandboxMetadata(name="p"),
+                            annotations={"kubernetes.io/egress-bandwidth": "fast"})
+        with pytest.raises(InvalidArgumentError, match="egress-bandwidth: 'fast'"):
+            m.run_sandbox(bad)
+        assert on_disk(tmp_path) == [] and fake.calls == []
+    finally:
+        m.close()
