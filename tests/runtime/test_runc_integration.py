@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -320,11 +321,13 @@ def test_strict_refuses_fields_the_runtime_ignores(
     bundle = make_bundle(tmp_path, busybox_rootfs, cid, "true")
     bundle.spec.extra["fooUnknown"] = 1
     bundle = Bundle.create(bundle.path, bundle.spec)
-    with pytest.raises(UnsupportedOperationError, match="fooUnknown"):
+    with pytest.raises(UnsupportedOperationError, match=r"\$\.fooUnknown: unknown key"):
         runtime.create(cid, bundle, strict=True)
     assert runtime.list() == []
-    with pytest.warns(UnsupportedFieldWarning, match="fooUnknown"):
+    with pytest.warns(UnsupportedFieldWarning, match="fooUnknown") as record:
         runtime.create(cid, bundle)
+    warned = [w.message for w in record if isinstance(w.message, UnsupportedFieldWarning)]
+    assert [p.path for w in warned for p in w.problems] == ["$.fooUnknown"]
     runtime.delete(cid, force=True)
 
 
@@ -526,11 +529,46 @@ def test_start_twice(runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs:
     assert runtime.state(cid).status == "running"
 
 
-def test_domainname_warning_only_where_ignored(runtime: Runc, tmp_path: Path) -> None:
-    spec = runc_spec()
+def test_reported_fields_are_really_ignored(
+    runtime: Runc, new_id: Any, tmp_path: Path, busybox_rootfs: Path
+) -> None:
+    """No false warnings: crun 1.8.1 reports runtime-spec 1.0.0 but applies domainname, umask,
+    personality and createRuntime hooks (podkit excuses them); runc 1.1.5 ignores domainname."""
+    cid = new_id()
+    hook_mark = tmp_path / f"{cid}.hook"
+    out = tmp_path / f"{cid}.out"
+    bundle = make_bundle(tmp_path, busybox_rootfs, cid, "sh", "-c",
+                         "cat /proc/sys/kernel/domainname; umask; uname -m")
+    spec = bundle.spec
+    assert spec.process is not None and spec.process.user is not None and spec.linux is not None
     spec.domainname = "example.org"
+    spec.process.user.umask = 0o077
+    spec.linux.personality = codec.structure({"domain": "LINUX32"}, oci.LinuxPersonality)
+    spec.hooks = codec.structure(
+        {"createRuntime": [{"path": "/bin/sh", "args": ["sh", "-c", f"touch {hook_mark}"]}]},
+        oci.Hooks,
+    )
+    bundle = Bundle.create(bundle.path, spec)
     problems = runtime.check_spec(spec)
-    if runtime.binary == "runc":  # runc 1.1.5 ignores domainname (runc-empirical.md §5)
-        assert any(p.startswith("domainname:") for p in problems)
-    else:  # crun 1.8.1 applies it although it reports runtime-spec 1.0.0
-        assert problems == []
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always", UnsupportedFieldWarning)
+        assert runtime.run(cid, bundle, io=FileIO(out), timeout=30) == 0
+    warned = [w.message for w in record if isinstance(w.message, UnsupportedFieldWarning)]
+    assert [w.problems for w in warned] == ([problems] if problems else [])
+    text = out.read_text()
+    assert len(text.splitlines()) == 3, text
+    domainname, umask, machine = text.splitlines()
+    applied = {
+        "$.domainname": domainname == "example.org",
+        "$.process.user.umask": umask == "0077",
+        "$.linux.personality": machine == "i686",
+        "$.hooks.createRuntime": hook_mark.exists(),
+    }
+    reported = {p.path for p in problems}
+    assert reported <= set(applied)
+    assert not any(applied[path] for path in reported), (problems, applied)
+    if runtime.binary == "crun":
+        assert problems == [] and all(applied.values()), (applied, text)
+    else:  # runc 1.1.5 ignores domainname (runc-empirical.md §5) and says so in features
+        assert reported == {"$.domainname"}
+        assert not applied["$.domainname"]

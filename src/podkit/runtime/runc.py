@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -183,7 +183,14 @@ class Event:
 
 
 class UnsupportedFieldWarning(UserWarning):
-    """The spec uses fields this runtime would silently ignore (``Runc(strict=False)``)."""
+    """The spec uses fields this runtime would silently ignore (``Runc(strict=False)``).
+
+    ``problems`` holds them as ``oci.Problem`` (JSON path + why), as ``check_spec`` returns them.
+    """
+
+    def __init__(self, message: str, problems: Sequence[oci.Problem] = ()) -> None:
+        super().__init__(message)
+        self.problems: list[oci.Problem] = list(problems)
 
 
 # --- pure parsers ----------------------------------------------------------------------------
@@ -311,80 +318,52 @@ def parse_version(text: str) -> RuntimeVersion:
 
 # --- spec vs. runtime features ---------------------------------------------------------------
 
+_SEMVER_CORE = re.compile(r"^\d+\.\d+\.\d+")
 
-def _ver(text: str) -> tuple[int, int, int]:
-    nums = [int(x) for x in re.findall(r"\d+", text.split("-")[0])[:3]]
-    while len(nums) < 3:
-        nums.append(0)
-    return nums[0], nums[1], nums[2]
-
-
-# (JSON path, spec version that introduced it, getter) for fields old runtimes ignore silently.
-def _spec_fields(spec: oci.Spec) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-    if spec.domainname is not None:
-        found.append(("domainname", "1.1.0"))
-    p = spec.process
-    if p is not None:
-        if p.exec_cpu_affinity is not None:
-            found.append(("process.execCPUAffinity", "1.2.1"))
-        if p.scheduler is not None:
-            found.append(("process.scheduler", "1.1.0"))
-        if p.io_priority is not None:
-            found.append(("process.ioPriority", "1.1.0"))
-    lx = spec.linux
-    if lx is not None:
-        if lx.memory_policy is not None:
-            found.append(("linux.memoryPolicy", "1.3.0"))
-        if lx.net_devices is not None:
-            found.append(("linux.netDevices", "1.3.0"))
-        if lx.time_offsets is not None:
-            found.append(("linux.timeOffsets", "1.1.0"))
-    for i, m in enumerate(spec.mounts or []):
-        if m.uid_mappings is not None or m.gid_mappings is not None:
-            found.append((f"mounts[{i}].uidMappings", "1.1.0"))
-    return found
+# JSON paths of fields a runtime applies although the runtime-spec version its ``--version``
+# reports predates them (checked on this machine: runc-empirical.md §5 for ``domainname``, the
+# rest in tests/runtime/test_runc_integration.py): crun 1.8.1 reports 1.0.0.
+_KNOWN_APPLIED: dict[str, frozenset[str]] = {
+    "crun": frozenset({
+        "$.domainname",
+        "$.process.user.umask",
+        "$.linux.personality",
+        "$.hooks.createRuntime",
+        "$.hooks.createContainer",
+        "$.hooks.startContainer",
+    }),
+}
 
 
-# Fields a runtime applies although the spec version it reports is older (runc-empirical.md §5).
-_KNOWN_APPLIED: dict[str, tuple[str, ...]] = {"crun": ("domainname",)}
+def _unknown_keys(spec: oci.Spec) -> list[oci.Problem]:
+    """Top-level keys podkit's models do not know (explicit nulls of known keys excepted)."""
+    known = {f.wire for f in codec.wire_fields(oci.Spec)}
+    return [
+        oci.Problem(codec.key_path("$", key), "unknown key, ignored by runtimes")
+        for key, value in sorted(spec.extra.items())
+        if not (key in known and value is None)
+    ]
 
 
 def check_spec(
     spec: oci.Spec,
     features: oci.Features | None = None,
     spec_version: str | None = None,
-) -> list[str]:
-    """Fields of ``spec`` the runtime would silently ignore, as ``"<json path>: <why>"``.
+    *,
+    applied: Collection[str] = (),
+) -> list[oci.Problem]:
+    """Fields of ``spec`` the runtime would silently ignore (``str(problem)``: "path: why").
 
-    Uses the runtime's ``features`` where it has them (hooks, idmap mounts, memory policy, net
-    devices, ``ociVersionMax``), else the runtime-spec version it reports (``spec_version``).
-    Unknown top-level keys are always reported: runtimes ignore them.
-    (A minimal local check: ``oci.unsupported_fields`` had not landed when this was written.)
+    ``oci.unsupported_fields`` against the runtime's ``features`` where it has them, else
+    against what its ``--version`` says (``spec_version``: ociVersionMin/Max, nothing else
+    known; no version check when it reports none). ``applied``: JSON paths the runtime is known
+    to honour anyway. Unknown top-level keys are always reported: runtimes ignore them.
     """
-    problems = [f"{key}: unknown key, ignored by runtimes" for key in sorted(spec.extra)]
-    max_version = features.oci_version_max if features is not None else spec_version
-    lx = features.linux if features is not None else None
-    for path, since in _spec_fields(spec):
-        supported: bool | None = None
-        if lx is not None:
-            if path.startswith("mounts[") and lx.mount_extensions is not None:
-                idmap = lx.mount_extensions.idmap
-                supported = bool(idmap is not None and idmap.enabled)
-            elif path == "linux.memoryPolicy":
-                supported = lx.memory_policy is not None
-            elif path == "linux.netDevices":
-                supported = lx.net_devices is not None and bool(lx.net_devices.enabled)
-        if supported is None and max_version:
-            supported = _ver(max_version) >= _ver(since)
-        if supported is False:
-            problems.append(
-                f"{path}: needs runtime-spec {since}, runtime supports {max_version or 'less'}"
-            )
-    if features is not None and features.hooks is not None and spec.hooks is not None:
-        for name, value in codec.unstructure(spec.hooks).items():
-            if value and name not in features.hooks:
-                problems.append(f"hooks.{name}: hook not supported by the runtime")
+    problems = _unknown_keys(spec)
+    if features is None and spec_version and _SEMVER_CORE.match(spec_version):
+        features = oci.Features(oci_version_min=spec_version, oci_version_max=spec_version)
+    if features is not None:
+        problems += [p for p in oci.unsupported_fields(spec, features) if p.path not in applied]
     return problems
 
 
@@ -759,20 +738,20 @@ class Runc:
             )
         return self._features
 
-    def check_spec(self, spec: oci.Spec) -> builtins.list[str]:
+    def check_spec(self, spec: oci.Spec) -> builtins.list[oci.Problem]:
         """``check_spec(spec)`` against this runtime's features (or reported spec version).
 
-        Fields a runtime is known to apply although its reported spec version predates them
-        (crun 1.8.1 reports 1.0.0 but sets ``domainname``) are not reported.
+        Without ``features`` (crun 1.8.1), fields the runtime is known to apply although its
+        reported spec version predates them (crun reports 1.0.0 but sets ``domainname``,
+        ``umask``, ``personality``, createRuntime/createContainer/startContainer hooks) are not
+        reported.
         """
         try:
-            problems = check_spec(spec, self.features())
+            return check_spec(spec, self.features())
         except UnsupportedOperationError:
             version = self.version()
-            problems = check_spec(spec, None, version.spec)
-            applied = _KNOWN_APPLIED.get(version.name, ())
-            problems = [p for p in problems if p.split(":", 1)[0] not in applied]
-        return problems
+            return check_spec(spec, None, version.spec,
+                              applied=_KNOWN_APPLIED.get(version.name, frozenset()))
 
     def state(self, id: str) -> ContainerState:
         """The container's state, normalised across runc and crun."""
@@ -866,12 +845,13 @@ class Runc:
         problems = self.check_spec(bundle.spec)
         if not problems:
             return
-        text = "; ".join(problems)
+        text = "; ".join(map(str, problems))
         if self.strict if strict is None else strict:
             raise UnsupportedOperationError(
                 f"{self.name} would silently ignore: {text}", [self.path, "create"]
             )
-        warnings.warn(f"{self.name} will ignore: {text}", UnsupportedFieldWarning, stacklevel=3)
+        warnings.warn(UnsupportedFieldWarning(f"{self.name} will ignore: {text}", problems),
+                      stacklevel=3)
 
     def _create_args(
         self,
