@@ -235,6 +235,7 @@ def _signal_value(name: str | None, where: str) -> int:
             raise InvalidArgumentError(f"{where}: unknown signal {name!r}") from None
     if not text.startswith("SIG"):
         text = "SIG" + text
+    text = text.replace("SIGRTMIN+", "SIGRTMINPLUS").replace("SIGRTMAX-", "SIGRTMAXMINUS")
     try:
         return pb.Signal.Value(text)
     except ValueError:

@@ -1,0 +1,138 @@
+"""Unit tests of the reference server's pure parts (no root, no grpc server)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from podkit._config import (
+    ContainerConfig,
+    ContainerMetadata,
+    KeyValue,
+    LinuxContainerConfig,
+    LinuxContainerSecurityContext,
+)
+from podkit.cri import api_pb2 as pb
+from podkit.cri.server import (
+    UnimplementedError,
+    _apply_image_config,
+    _repo,
+    _signal_value,
+    claim_socket,
+    status_code_name,
+)
+from podkit.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PodkitError,
+)
+from podkit.image import ImageConfig, ImageNotFoundError
+from podkit.runtime.errors import NotRunningError, RuntimeTimeoutError
+
+
+@pytest.mark.parametrize(("exc", "code"), [
+    (NotFoundError("x"), "NOT_FOUND"),
+    (ImageNotFoundError("x"), "NOT_FOUND"),
+    (AlreadyExistsError("x"), "ALREADY_EXISTS"),
+    (InvalidArgumentError("x"), "INVALID_ARGUMENT"),
+    (ConflictError("x"), "FAILED_PRECONDITION"),
+    (NotRunningError("x"), "FAILED_PRECONDITION"),
+    (RuntimeTimeoutError("x"), "DEADLINE_EXCEEDED"),
+    (UnimplementedError("x"), "UNIMPLEMENTED"),
+    (PodkitError("x"), "UNKNOWN"),
+])
+def test_status_codes(exc: Exception, code: str) -> None:
+    assert status_code_name(exc) == code
+
+
+def _cfg(**kw: object) -> ContainerConfig:
+    return ContainerConfig(metadata=ContainerMetadata(name="c"), image="img", **kw)  # type: ignore[arg-type]
+
+
+IMAGE = ImageConfig(env=("PATH=/bin", "A=image"), entrypoint=("/entry",), cmd=("default",),
+                    working_dir="/work", user="app:app")
+
+
+def test_image_config_defaults() -> None:
+    out = _apply_image_config(_cfg(envs=(KeyValue(key="A", value="config"),)), IMAGE)
+    assert list(out.command) == ["/entry", "default"] and list(out.args) == []
+    assert [(e.key, e.value) for e in out.envs] == [
+        ("PATH", "/bin"), ("A", "image"), ("A", "config")]  # the config's comes last and wins
+    assert out.working_dir == "/work"
+    assert out.linux.security_context.run_as_username == "app:app"
+
+
+def test_config_overrides_image() -> None:
+    sc = LinuxContainerSecurityContext(run_as_user=1000)
+    out = _apply_image_config(
+        _cfg(command=("sh",), args=("-c", "x"), working_dir="/w",
+             linux=LinuxContainerConfig(security_context=sc)), IMAGE)
+    assert list(out.command) == ["sh", "-c", "x"]
+    assert out.working_dir == "/w"
+    assert out.linux.security_context.run_as_username == ""
+    assert out.linux.security_context.run_as_user == 1000
+    # args alone replace Cmd and keep the entrypoint
+    assert list(_apply_image_config(_cfg(args=("x",)), IMAGE).command) == ["/entry", "x"]
+
+
+def test_no_command_anywhere() -> None:
+    with pytest.raises(InvalidArgumentError, match=r"config\.command.*no command specified"):
+        _apply_image_config(_cfg(), ImageConfig())
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("SIGTERM", pb.SIGTERM), ("TERM", pb.SIGTERM), ("15", pb.SIGTERM), ("sigquit", pb.SIGQUIT),
+    ("SIGRTMIN+3", pb.SIGRTMINPLUS3), ("SIGRTMAX-2", pb.SIGRTMAXMINUS2), ("SIGNOPE", None),
+    ("99", None), ("", 0), (None, 0),
+])
+def test_stop_signal_of_image(text: str | None, value: int | None) -> None:
+    if value is None:
+        with pytest.raises(InvalidArgumentError, match="StopSignal"):
+            _signal_value(text, "StopSignal of image x")
+    else:
+        assert _signal_value(text, "StopSignal of image x") == value
+
+
+@pytest.mark.parametrize(("name", "repo"), [
+    ("docker.io/library/busybox:1.36", "docker.io/library/busybox"),
+    ("localhost:5000/a/b:t", "localhost:5000/a/b"),
+    ("localhost:5000/a/b@sha256:00", "localhost:5000/a/b"),
+    ("localhost:5000/a", "localhost:5000/a"),
+])
+def test_repository(name: str, repo: str) -> None:
+    assert _repo(name) == repo
+
+
+def test_claim_socket(tmp_path: Path) -> None:
+    path = tmp_path / "s.sock"
+    claim_socket(path)  # nothing there
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+    assert path.exists()
+    claim_socket(path)  # stale: nobody listens
+    assert not path.exists()
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+        s.listen()
+        with pytest.raises(ConflictError, match="another server is listening"):
+            claim_socket(path)
+    path.unlink()
+    path.write_text("")
+    with pytest.raises(InvalidArgumentError, match="not a socket"):
+        claim_socket(path)
+    assert path.exists()
+
+
+def test_importing_podkit_cri_needs_no_grpc() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['grpc'] = None; import podkit.cri; "
+            "import podkit.cri.server as s; print(s.CRIService.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "CRIService"
