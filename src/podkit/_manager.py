@@ -53,6 +53,7 @@ from podkit.errors import (
     PodkitError,
 )
 from podkit.runtime import (
+    AttachStream,
     Conmon,
     ConmonSupervisor,
     ExecResult,
@@ -1096,6 +1097,22 @@ class SandboxManager:
         if c.state != ContainerState.CONTAINER_RUNNING:
             raise NotRunningError(f"container {id} is not running ({c.state.name})")
         return self.supervisor.exec_sync(id, list(cmd), timeout)
+
+    def attach(self, id: str) -> AttachStream:
+        """Connect to a running container's stdio (output from now on; stdin if configured)."""
+        c = self.container_status(id)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        return self.supervisor.attach(id)
+
+    def resize_tty(self, id: str, rows: int, cols: int) -> None:
+        """Resize the tty of a running container created with ``tty=True``."""
+        c = self.container_status(id)
+        if not c.config.tty:
+            raise InvalidArgumentError(f"container {id} has no tty")
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        self.supervisor.resize(id, rows, cols)
 
     def update_container_resources(self, id: str, resources: LinuxContainerResources) -> None:
         """Change a running container's cgroup limits (and remember them in its record)."""

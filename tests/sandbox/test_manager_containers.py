@@ -195,3 +195,26 @@ def test_in_process_supervisor(bridge: None, rootfs: Path, tmp_path: Path) -> No
         m.close()
     assert leftovers(base, m) == []
     assert leaked(before) == []
+
+
+def test_attach_to_stdin_and_tty(mgr: SandboxManager, rootfs: Path) -> None:
+    sb = mgr.run_sandbox(pod_config())
+    cat = mgr.create_container(sb.id, ctr_config(rootfs, "cat", ["cat"], stdin=True))
+    mgr.start_container(cat)
+    with mgr.attach(cat) as att:  # type: ignore[attr-defined]
+        att.send(b"hello pod\n")
+        got = b""
+        while not got.endswith(b"hello pod\n"):
+            item = att.recv(timeout=10)
+            assert item is not None
+            got += item[1]
+    with pytest.raises(Exception, match="has no tty"):
+        mgr.resize_tty(cat, 24, 80)
+    term = mgr.create_container(sb.id, ctr_config(rootfs, "term", ["sleep", "600"], tty=True))
+    mgr.start_container(term)
+    mgr.resize_tty(term, 33, 99)
+    deadline = time.monotonic() + 10
+    size = ["stty", "-F", "/dev/console", "size"]  # the exec has no tty; the init's is there
+    while (out := mgr.exec_sync(term, size, timeout=10).stdout) != b"33 99\n":
+        assert time.monotonic() < deadline, out
+        time.sleep(0.05)
