@@ -29,6 +29,7 @@ from podkit.cri import streaming as st
 from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
 from podkit.cri.streaming_types import AttachRequest, ExecRequest, PortForwardRequest
 from podkit.runtime import Conmon, ConmonSupervisor, Runc
+from podkit.runtime.console import set_winsize
 
 pytestmark = pytest.mark.integration
 
@@ -312,3 +313,28 @@ def test_kubectl_port_forward(env: Env, websockets: bool) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@pytest.mark.parametrize("websockets", [True, False], ids=["websocket", "spdy"])
+def test_kubectl_exec_tty_gets_the_terminal_size(env: Env, websockets: bool) -> None:
+    master, slave = os.openpty()
+    try:
+        set_winsize(slave, 33, 111)
+        env_vars = dict(os.environ, HOME=os.fspath(env.tmp),
+                        KUBECTL_REMOTE_COMMAND_WEBSOCKETS=str(websockets).lower())
+        proc = subprocess.Popen(["kubectl", "--kubeconfig", os.fspath(env.kubeconfig),
+                                 "exec", "-it", POD, "--", "sh", "-c", "stty size; exit 5"],
+                                stdin=slave, stdout=slave, stderr=slave, env=env_vars,
+                                start_new_session=True)
+        os.close(slave)
+        slave = -1
+        out = b""
+        with contextlib.suppress(OSError):  # EIO once kubectl exited and closed the slave
+            while chunk := os.read(master, 4096):
+                out += chunk
+        assert proc.wait(60) == 5, out
+        assert b"33 111" in out
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)
