@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,7 +79,7 @@ class Env:
         self.supervisor = ConmonSupervisor(self.conmon)
         self.ids: list[str] = []
         self.ns = netns.create(f"pk-st-{uuid.uuid4().hex[:8]}", loopback_up=True)
-        self.pods = {"pod1": self.ns.path}
+        self.pods = {"pod1": self.ns.path, "hostpod": ""}
         runtime = RuncStreamingRuntime(self.resolve, self.resolve_netns)
         self.server = st.StreamingServer(runtime).start()
 
@@ -272,3 +273,29 @@ def test_port_forward_unknown_pod(env: Env) -> None:
         assert b"no pod sandbox 'nopod'" in error.read_all(timeout=30)
     finally:
         pf.close()
+
+
+def test_port_forward_host_network_pod(env: Env) -> None:
+    # a host-network pod: the connection is made in the server's own namespace (here the
+    # private one of scripts/isolated)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(b"host:" + conn.recv(100))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    pf = cl.SpdyPortForward(env.server.get_port_forward(PortForwardRequest("hostpod")))
+    try:
+        data, error = pf.open(port)
+        data.write(b"hi")
+        data.close()
+        assert data.read_all(timeout=30) == b"host:hi"
+        assert error.read_all(timeout=30) == b""
+    finally:
+        pf.close()
+        listener.close()
+        t.join(10)

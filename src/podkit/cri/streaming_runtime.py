@@ -8,7 +8,8 @@
 
 The CRI server tells the adapter what an id means through two callables, typically backed by the
 ``SandboxManager``: ``resolve_container(container_id) -> ContainerTarget`` and
-``resolve_sandbox_netns(pod_sandbox_id) -> netns path``.
+``resolve_sandbox_netns(pod_sandbox_id) -> netns path`` (``""`` for a host-network pod: the
+connection is made in the server's own namespace).
 """
 
 from __future__ import annotations
@@ -239,7 +240,7 @@ class RuncStreamingRuntime:
         if self.resolve_sandbox_netns is None:
             raise NotImplementedError("port forwarding needs resolve_sandbox_netns")
         path = self.resolve_sandbox_netns(pod_sandbox_id)
-        sock = netns.run_in(path, _connect_local, port)
+        sock = netns.run_in(path, _connect_local, port) if path else _connect_local(port)
         try:
             done = threading.Event()
 
