@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -299,3 +300,19 @@ def test_port_forward_host_network_pod(env: Env) -> None:
         pf.close()
         listener.close()
         t.join(10)
+
+
+@pytest.mark.parametrize(("transport", "protocols"), TRANSPORTS[:2])
+def test_exec_is_killed_when_the_client_leaves(env: Env, sleeper: str, transport: str,
+                                               protocols: list[str] | None) -> None:
+    before = set(env.runc.ps(sleeper))
+    s = cl.connect_remotecommand(_exec(env, sleeper, ["sh", "-c", "echo up; exec sleep 997"]),
+                                 transport=transport, protocols=protocols)
+    assert b"up" in s.wait_output(b"up", 30)
+    assert len(set(env.runc.ps(sleeper)) - before) == 1
+    s.close()
+    for _ in range(300):
+        if set(env.runc.ps(sleeper)) == before:
+            break
+        time.sleep(0.1)
+    assert set(env.runc.ps(sleeper)) == before

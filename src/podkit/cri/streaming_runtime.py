@@ -15,6 +15,8 @@ connection is made in the server's own namespace).
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -34,6 +36,7 @@ from podkit.runtime import (
     Bundle,
     ConsoleSocket,
     ExecProcess,
+    ExitStatus,
     PipeIO,
     Runc,
     RuntimeTimeoutError,
@@ -45,6 +48,7 @@ __all__ = ["ContainerTarget", "RuncStreamingRuntime"]
 
 _OUTPUT_DRAIN = 5.0  # seconds to wait for output after the process exited (background holders)
 _HALF_CLOSE_GRACE = 1.0  # port-forward: after one direction ends, wait this long for the other
+_CLIENT_POLL = 0.5  # seconds between checks that the client is still there
 
 
 @attrs.frozen
@@ -93,6 +97,20 @@ def _pump_in(source: InputStream, write: Callable[[bytes], Any],
     t = threading.Thread(target=run, name="stream-in", daemon=True)
     t.start()
     return t
+
+
+def _wait_or_kill(process: ExecProcess, outputs: Sequence[OutputStream | None]) -> ExitStatus:
+    """Wait for the exec'd process; SIGKILL it when the client is gone (as containerd does)."""
+    watched = [s for s in outputs if s is not None]
+    while True:
+        try:
+            return process.wait(_CLIENT_POLL)
+        except RuntimeTimeoutError:
+            pass
+        if watched and any(s.closed for s in watched):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            return process.wait()
 
 
 def _apply_resizes(resize: ResizeQueue, apply: Callable[[int, int], Any]) -> threading.Thread:
@@ -155,8 +173,9 @@ class RuncStreamingRuntime:
             if stdin is not None and io.stdin is not None:
                 in_w = io.stdin
                 _pump_in(stdin, in_w.write, in_w.close)
-            status = target.runtime.exec(target.runtime_id, proc, detach=False, io=io)
-            assert not isinstance(status, ExecProcess)
+            process = target.runtime.exec(target.runtime_id, proc, detach=True, io=io)
+            assert isinstance(process, ExecProcess)
+            status = _wait_or_kill(process, [stdout, stderr])
             for t in pumps:
                 t.join(_OUTPUT_DRAIN)
             return status.exit_code
@@ -186,7 +205,7 @@ class RuncStreamingRuntime:
                 _pump_in(stdin, console.write, lambda: None)
             if resize is not None:
                 _apply_resizes(resize, console.resize)
-            status = target.runtime.wait_exec(process)
+            status = _wait_or_kill(process, [stdout])
             out.join(_OUTPUT_DRAIN)
             return status.exit_code
         finally:
