@@ -890,6 +890,8 @@ class StreamingServer:
 
     # one connection
     def _handle(self, sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # small frames (replies, status) go out at once
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             self._conns.add(sock)
         try:

@@ -61,6 +61,7 @@ def http_upgrade(
     port = u.port or 80
     sock = socket.create_connection((host, port), timeout)
     try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         path = u.path + (f"?{u.query}" if u.query else "")
         lines = [f"GET {path} HTTP/1.1", f"Host: {u.netloc}", *[f"{k}: {v}" for k, v in headers]]
         sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
