@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from podkit.cri import streaming_spdy as spdy
 from podkit.cri.streaming_spdy import (
@@ -267,3 +270,52 @@ def test_many_writers_interleave_whole_frames() -> None:
     finally:
         client.abort()
         server.abort()
+
+
+# --- properties ------------------------------------------------------------------------------
+
+
+_ids = hs.integers(1, 2**31 - 1)
+_names = hs.text("abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12)
+_headers = hs.lists(hs.tuples(_names, hs.text(hs.characters(min_codepoint=1, max_codepoint=255),
+                                               max_size=20)), max_size=5)
+
+
+def _merged(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    # what a header block can express: one entry per name, values NUL-joined then split again
+    order: dict[str, list[str]] = {}
+    for k, v in pairs:
+        order.setdefault(k, []).append(v)
+    return tuple((k, part) for k, vs in order.items() for part in "\0".join(vs).split("\0"))
+
+
+_frames = hs.one_of(
+    hs.builds(DataFrame, _ids, hs.binary(max_size=300), hs.sampled_from([0, 1])),
+    hs.builds(lambda i, h, f: SynStreamFrame(i, _merged(h), flags=f), _ids, _headers,
+              hs.sampled_from([0, 1, 2, 3])),
+    hs.builds(lambda i, h: SynReplyFrame(i, _merged(h)), _ids, _headers),
+    hs.builds(lambda i, h: HeadersFrame(i, _merged(h)), _ids, _headers),
+    hs.builds(RstStreamFrame, _ids, hs.integers(1, 11)),
+    hs.builds(PingFrame, hs.integers(0, 2**32 - 1)),
+    hs.builds(GoAwayFrame, hs.integers(0, 2**31 - 1), hs.integers(0, 2)),
+    hs.builds(WindowUpdateFrame, _ids, hs.integers(0, 2**31 - 1)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(_frames, max_size=8), hs.integers(1, 50))
+def test_any_frame_sequence_round_trips_in_any_chunking(frames: list[spdy.Frame],
+                                                        chunk: int) -> None:
+    sender, receiver = Framer(), Framer()
+    wire = b"".join(sender.encode(f) for f in frames)
+    got: list[spdy.Frame] = []
+    for i in range(0, len(wire), chunk):
+        got += receiver.feed(wire[i : i + chunk])
+    assert got == frames
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.binary(max_size=200))
+def test_garbage_raises_only_protocol_errors(data: bytes) -> None:
+    with contextlib.suppress(SpdyProtocolError):
+        Framer().feed(data)

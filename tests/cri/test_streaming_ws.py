@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hs
 
 from podkit.cri import streaming_ws as ws
 from podkit.cri.streaming_ws import (
@@ -149,3 +152,34 @@ def test_connection_unmasked_client_frame_closes_with_1002() -> None:
     finally:
         b.close()
         server.shutdown()
+
+
+# --- properties ------------------------------------------------------------------------------
+
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.binary(max_size=70_000), min_size=1, max_size=4),
+       hs.one_of(hs.none(), hs.binary(min_size=4, max_size=4)), hs.integers(1, 5000))
+def test_fragmented_binary_message_round_trips(parts: list[bytes], mask: bytes | None,
+                                               chunk: int) -> None:
+    wire = b"".join(
+        ws.encode_frame(ws.OP_BINARY if i == 0 else ws.OP_CONTINUATION, p,
+                        fin=i == len(parts) - 1, mask=mask)
+        for i, p in enumerate(parts))
+    parser, asm = FrameParser(require_mask=mask is not None), MessageAssembler()
+    msgs = []
+    for i in range(0, len(wire), chunk):
+        for frame in parser.feed(wire[i : i + chunk]):
+            if (m := asm.add(frame)) is not None:
+                msgs.append(m)
+    assert msgs == [Message(ws.OP_BINARY, b"".join(parts))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(hs.binary(max_size=200))
+def test_garbage_raises_only_websocket_errors(data: bytes) -> None:
+    asm = MessageAssembler()
+    with contextlib.suppress(WebSocketError):
+        for frame in FrameParser(max_size=1 << 20).feed(data):
+            asm.add(frame)

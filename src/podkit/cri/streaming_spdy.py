@@ -224,8 +224,8 @@ def encode_header_block(headers: Iterable[tuple[str, str]]) -> bytes:
         merged.setdefault(name.lower(), []).append(value)
     out = [struct.pack(">I", len(merged))]
     for name, values in merged.items():
-        n = name.encode()
-        v = "\0".join(values).encode()
+        n = name.encode("utf-8", "surrogateescape")
+        v = "\0".join(values).encode("utf-8", "surrogateescape")
         out += [struct.pack(">I", len(n)), n, struct.pack(">I", len(v)), v]
     return b"".join(out)
 
@@ -250,12 +250,12 @@ def decode_header_block(raw: bytes) -> HeaderBlock:
     for i in range(count):
         name_b, pos = take(pos, f"header name {i}")
         value_b, pos = take(pos, f"header value {i}")
-        name = name_b.decode("latin-1")
+        name = name_b.decode("utf-8", "surrogateescape")
         if not name:
             raise SpdyProtocolError(f"header {i} has an empty name")
         if name != name.lower():
             raise SpdyProtocolError(f"header name {name!r} is not lower case")
-        pairs += [(name, v) for v in value_b.decode("latin-1").split("\0")]
+        pairs += [(name, v) for v in value_b.decode("utf-8", "surrogateescape").split("\0")]
     if pos != len(raw):
         raise SpdyProtocolError(f"{len(raw) - pos} stray bytes after the header block")
     return tuple(pairs)
