@@ -95,15 +95,18 @@ class Env:
         except KeyError:
             raise NotFoundError(f"no pod sandbox {pod_id!r}") from None
 
-    def run(self, what: str, script: str, *, stdin: bool = False, in_pod: bool = False) -> str:
+    def run(self, what: str, script: str, *, stdin: bool = False, in_pod: bool = False,
+            tty: bool = False) -> str:
         cid = f"pk-st-{what}-{uuid.uuid4().hex[:8]}"
         bundle = self.tmp / f"bundle-{cid}"
         bundle.mkdir()
         config = _config(self.rootfs, ["sh", "-c", script], cid,
                          self.ns.path if in_pod else None)
+        config["process"]["terminal"] = tty  # type: ignore[index]
         (bundle / "config.json").write_text(json.dumps(config))
         self.ids.append(cid)
-        self.supervisor.start(cid, bundle, log_path=self.tmp / f"{cid}.log", stdin=stdin)
+        self.supervisor.start(cid, bundle, log_path=self.tmp / f"{cid}.log", stdin=stdin,
+                              tty=tty)
         return cid
 
     def cleanup(self) -> None:
@@ -316,3 +319,18 @@ def test_exec_is_killed_when_the_client_leaves(env: Env, sleeper: str, transport
             break
         time.sleep(0.1)
     assert set(env.runc.ps(sleeper)) == before
+
+
+@pytest.mark.parametrize(("transport", "protocols"), TRANSPORTS[:2])
+def test_attach_with_a_tty_and_resize(env: Env, transport: str,
+                                      protocols: list[str] | None) -> None:
+    cid = env.run("attach-tty", "exec sh", stdin=True, tty=True)
+    url = env.server.get_attach(AttachRequest(cid, tty=True, stdin=True, stdout=True))
+    s = cl.connect_remotecommand(url, transport=transport, protocols=protocols, tty=True,
+                                 stdin=True, stderr=False)
+    s.resize(90, 25)
+    _stty_until(s, b"25 90")
+    s.resize(91, 26)
+    _stty_until(s, b"26 91")
+    s.close()
+    assert env.runc.state(cid).status == "running"
