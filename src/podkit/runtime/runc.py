@@ -1029,8 +1029,8 @@ class Runc:
     def delete(self, id: str, force: bool = False) -> None:
         """Delete a container; ``force`` kills it first and ignores a missing one."""
         _files.validate_id(id, "container ID")
-        if id not in self._cgroups and os.path.isdir(_UNIFIED):
-            self._remember_cgroups_path(id)
+        if id not in self._cgroups and _stray_dirs_possible():
+            self._remember_cgroups_path(id)  # a `state` call: only when there may be work
         try:
             self._run(["delete", "--force", id] if force else ["delete", id], capture=False)
         except NotFoundError:
@@ -1380,6 +1380,21 @@ def _remove_stray_unified_dir(cgroups_path: str | None) -> None:
         os.rmdir(path)
     except OSError:
         return
+
+
+def _stray_dirs_possible() -> bool:
+    """Whether ``_UNIFIED`` may hold a stray directory: a tmpfs (not cgroup2) with entries.
+
+    Lets ``delete`` skip the ``state`` call that finds a foreign container's cgroupsPath
+    when there is nothing ``_remove_stray_unified_dir`` could remove.
+    """
+    try:
+        if _fs_type(_UNIFIED) != _TMPFS_MAGIC:
+            return False
+        with os.scandir(_UNIFIED) as entries:
+            return any(True for _ in entries)
+    except OSError:
+        return False
 
 
 def _fs_type(path: str) -> int:
