@@ -360,6 +360,46 @@ def _open_pidfd(pid: int, marker: bytes) -> int | None:
     return pidfd
 
 
+class _Launcher:
+    """The first conmon process (it forks the monitor and exits): a pidfd to wait on, no
+    polling, and a deadline for it to exit."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], argv: list[str], limit: float) -> None:
+        self.proc = proc
+        self.argv = argv
+        self.deadline = time.monotonic() + limit
+        try:
+            self.pidfd = os.pidfd_open(proc.pid)
+        except ProcessLookupError:  # already gone (and a zombie we reap below)
+            self.pidfd = -1
+
+    def left(self) -> float:
+        """Seconds until the deadline (0 once passed)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def reap(self) -> None:
+        """Wait for the launcher's exit (by the deadline) and collect it."""
+        if self.pidfd >= 0:
+            try:
+                ready, _, _ = select.select([self.pidfd], [], [], self.left())
+            finally:
+                os.close(self.pidfd)
+                self.pidfd = -1
+            if not ready:
+                self.kill()
+                raise RuntimeTimeoutError("conmon did not daemonize in time", self.argv)
+        self.proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL and collect the launcher if it still runs (after a failure)."""
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def _reap_if_child(pid: int) -> None:
     """Collect ``pid`` if it is our zombie child (we may be a subreaper); ignore otherwise."""
     with contextlib.suppress(ChildProcessError, OSError):
@@ -605,14 +645,15 @@ class Conmon:
                 )
             os.close(write_fd)
             write_fd = -1
-            # conmon forks its daemon and the first process exits at once
+            # conmon forks its daemon and the first process exits at once (after writing the
+            # conmon pid file); it is reaped while the sync pipe is read, not polled for first
+            launcher = _Launcher(proc, argv, 60 if timeout is None else max(timeout, 1.0))
             try:
-                proc.wait(timeout=60 if timeout is None else max(timeout, 1.0))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                raise RuntimeTimeoutError("conmon did not daemonize in time", argv) from None
-            messages = self._read_sync(read_fd, argv, timeout, want)
+                messages = self._read_sync(read_fd, argv, timeout, want, launcher)
+                launcher.reap()
+            except BaseException:
+                launcher.kill()
+                raise
         finally:
             os.close(read_fd)
             if write_fd >= 0:
@@ -637,7 +678,8 @@ class Conmon:
         return messages
 
     def _read_sync(
-        self, fd: int, argv: builtins.list[str], timeout: float | None, want: int
+        self, fd: int, argv: builtins.list[str], timeout: float | None, want: int,
+        launcher: _Launcher | None = None,
     ) -> builtins.list[tuple[int, str | None]]:
         deadline = None if timeout is None else time.monotonic() + timeout
         buf = b""
@@ -646,8 +688,18 @@ class Conmon:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise RuntimeTimeoutError(f"conmon did not report within {timeout}s", argv)
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            watch = [fd]
+            if launcher is not None and launcher.pidfd >= 0:
+                watch.append(launcher.pidfd)
+                launcher_left = launcher.left()
+                left = launcher_left if left is None else min(left, launcher_left)
+            ready, _, _ = select.select(watch, [], [], left)
+            if launcher is not None and launcher.pidfd >= 0:
+                if launcher.pidfd in ready:
+                    launcher.reap()
+                elif launcher.left() <= 0:
+                    raise RuntimeTimeoutError("conmon did not daemonize in time", argv)
+            if fd not in ready:
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:
