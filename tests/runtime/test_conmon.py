@@ -541,6 +541,16 @@ def test_supervisor_log_attach_exec_reopen_wait(env: Env, supervisor: Supervisor
 
 
 @pytest.mark.integration
+def test_supervisor_creates_missing_log_directory(env: Env, supervisor: Supervisor) -> None:
+    cid = env.new_id("suplogdir")
+    log = env.tmp / "pods" / "p1" / f"{cid}.log"
+    supervisor.start(cid, env.bundle(cid, ["sh", "-c", "echo hi"]), log_path=log)
+    assert supervisor.wait(cid, timeout=60).exit_code == 0
+    assert [(ln.stream, ln.content) for ln in read_cri_log(log)] == [("stdout", b"hi")]
+    supervisor.delete(cid)
+
+
+@pytest.mark.integration
 def test_supervisor_tty_resize_and_stop(env: Env, supervisor: Supervisor) -> None:
     cid = env.new_id("suptty")
     log = env.tmp / f"{cid}.log"

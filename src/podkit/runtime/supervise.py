@@ -333,11 +333,16 @@ class InProcessSupervisor:
         stdin: bool = False,
         stdin_once: bool = False,
     ) -> int:
-        """Create with pipes (or a console socket for ``tty``), pump output, start."""
+        """Create with pipes (or a console socket for ``tty``), pump output, start.
+
+        A missing directory of ``log_path`` is created, as conmon does.
+        """
         validate_id(id, "container ID")
         with self._lock:
             if id in self._sessions:
                 raise InvalidArgumentError(f"container {id!r} is already supervised here")
+        # like conmon: the log's directory is created (and kept) when missing
+        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         log_existed = Path(log_path).exists()
         writer = CRILogWriter(
             Path(log_path), max_size=self.log_max_size, max_files=self.log_max_files
