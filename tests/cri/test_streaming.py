@@ -483,3 +483,18 @@ def test_websocket_rejects_unmasked_frames_from_the_client(server: st.StreamingS
         assert closes and ws.decode_close(closes[0].payload)[0] == 1002
     finally:
         sock.close()
+
+
+def test_streams_of_the_wrong_kinds_do_not_start_the_session(fake: FakeRuntime) -> None:
+    with st.StreamingServer(fake, stream_creation_timeout=0.5) as s:
+        url = s.get_exec(ExecRequest("c", ("echo", "x"), stdout=True))
+        sock, _, rest = cl.http_upgrade(url, [("Connection", "Upgrade"),
+                                              ("Upgrade", "SPDY/3.1"),
+                                              ("X-Stream-Protocol-Version", "v4.channel.k8s.io")])
+        conn = spdy.SpdyConnection(sock, server=False, initial=rest).start()
+        conn.open_stream([("streamtype", "error")])
+        conn.open_stream([("streamtype", "resize")])  # not asked for; stdout never comes
+        conn.open_stream([("streamtype", "bogus")])  # replied to, ignored (as kubelet)
+        assert conn.wait_closed(30)
+        assert fake.calls == []
+        conn.abort()

@@ -527,7 +527,7 @@ def _serve_spdy_remotecommand(
     conn = spdy.SpdyConnection(sock, server=True, on_stream=on_stream, initial=initial).start()
     try:
         with cond:
-            ok = cond.wait_for(lambda: len(arrived) >= len(expected) or conn.closed.is_set(),
+            ok = cond.wait_for(lambda: expected <= arrived.keys() or conn.closed.is_set(),
                                creation_timeout)
         if not ok or conn.closed.is_set():
             return  # timed out waiting for the client to create streams
