@@ -429,7 +429,7 @@ class SandboxManager:
         self,
         root_dir: str | os.PathLike[str],
         state_dir: str | os.PathLike[str],
-        runtime: Runc | Runtime,
+        runtime: Runtime,
         networks: cni.Networks | None,
         cdi: DeviceInjector | None = None,
         pause: PauseConfig | None = None,
@@ -951,7 +951,6 @@ class SandboxManager:
             cfg = c.config
             started = _now()
             try:
-                Path(self._log_path(c)).parent.mkdir(parents=True, exist_ok=True)
                 c.pid = self.supervisor.start(
                     id, self._container_dir(id) / "bundle", log_path=self._log_path(c),
                     tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)

@@ -84,7 +84,8 @@ class Supervisor(Protocol):
     ) -> int:
         """Create and start the container (``process.terminal`` must match ``tty``); its pid.
 
-        ``stdin_once``: the container's stdin closes when the first attached client detaches.
+        A missing directory of ``log_path`` is created. ``stdin_once``: the container's stdin
+        closes when the first attached client detaches.
         """
         ...
 
