@@ -14,6 +14,12 @@ Three operations, each against a floor measured in the same run, interleaved:
 
 podkit runs with both supervisors (conmon, the default, which raw runc does not pay for; and
 in-process). Run: ``scripts/isolated .venv/bin/python benchmarks/bench_sandbox.py``.
+
+Same work on both sides: both write each bundle's config.json durably (temp file, fsync,
+rename, directory fsync) on the same filesystem, as the manager must (its records point at the
+bundle). The manager's state dir (records, conmon and runc state, CNI cache) is on a tmpfs
+mounted for the run, as containerd keeps its state in /run; ``--state-on-disk`` keeps it on the
+work directory's filesystem instead (then every record fsync is a real one).
 """
 
 from __future__ import annotations
@@ -48,6 +54,23 @@ ENV = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 
+def write_durably(path: Path, data: str) -> None:
+    """What the manager does for a bundle's config.json (podkit._files.atomic_write)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
 def make_rootfs(dest: Path) -> Path:
     from conftest import make_busybox_rootfs  # type: ignore[import-not-found]
 
@@ -58,10 +81,10 @@ def make_rootfs(dest: Path) -> Path:
 class Raw:
     """The floor: the same parts driven by hand, no records, no checks."""
 
-    def __init__(self, work: Path, conflist: Path, pause_spec: dict[str, Any],
+    def __init__(self, work: Path, runc_root: Path, conflist: Path, pause_spec: dict[str, Any],
                  ctr_spec: dict[str, Any]) -> None:
         self.work = work
-        self.root = work / "raw-runc"
+        self.root = runc_root  # next to the manager's runc root (same filesystem)
         self.conf = json.loads(conflist.read_text())
         self.pause_spec = pause_spec
         self.ctr_spec = ctr_spec
@@ -113,7 +136,7 @@ class Raw:
             if ns["type"] == "network":
                 ns["path"] = netns
         spec["linux"]["cgroupsPath"] = f"/podkit/{id}"
-        (bundle / "config.json").write_text(json.dumps(spec))
+        write_durably(bundle / "config.json", json.dumps(spec))
         self._create_start(bundle, id)
         return netns
 
@@ -125,7 +148,7 @@ class Raw:
             if ns["type"] in ("network", "ipc", "uts", "pid"):
                 ns["path"] = f"/proc/{pause_pid}/ns/{ns['type'].replace('network', 'net')}"
         spec["linux"]["cgroupsPath"] = f"/podkit/{id}"
-        (bundle / "config.json").write_text(json.dumps(spec))
+        write_durably(bundle / "config.json", json.dumps(spec))
         self._create_start(bundle, id)
 
     def _create_start(self, bundle: Path, id: str) -> None:
@@ -183,7 +206,8 @@ def make_raw(probe: SandboxManager, work: Path, run: Path, ctr_cfg: ContainerCon
     pause_spec = spec_of(Path(probe_dir) / "bundle" / "config.json")
     ctr_spec = spec_of(probe.root_dir / "containers" / cid / "bundle" / "config.json")
     probe.remove_sandbox(sb.id)
-    return Raw(work, run / "conmon" / "net.d" / "podkit.conflist", pause_spec, ctr_spec)
+    return Raw(work, run / "raw-runc", run / "conmon" / "net.d" / "podkit.conflist", pause_spec,
+               ctr_spec)
 
 
 def measure(n: int, managers: dict[str, SandboxManager], raw: Raw, ctr_cfg: ContainerConfig
@@ -215,13 +239,20 @@ def measure(n: int, managers: dict[str, SandboxManager], raw: Raw, ctr_cfg: Cont
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=8, help="pods per variant")
+    parser.add_argument("--state-on-disk", action="store_true",
+                        help="keep the manager's state dir on disk, not on a tmpfs")
     args = parser.parse_args()
     if os.environ.get("PODKIT_ISOLATED") != "1" or os.geteuid() != 0:
         print("run inside scripts/isolated as root", file=sys.stderr)
         return 1
     work = Path(tempfile.mkdtemp(prefix="podkit-bench-sandbox-"))
-    # state on tmpfs, as containerd keeps its state dir in /run: fsync costs nothing there
-    run = Path(tempfile.mkdtemp(prefix="pk-pod-bench-", dir="/run"))
+    # state on tmpfs, as containerd keeps its state dir in /run (a tmpfs on most hosts, not on
+    # this one): mounted here, in scripts/isolated's private mount namespace
+    run = Path(tempfile.mkdtemp(prefix="pk-pod-bench-", dir=work if args.state_on_disk
+                                else "/run"))
+    if not args.state_on_disk:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=700", "pk-pod-bench", str(run)],
+                       check=True)
     managers: dict[str, SandboxManager] = {}
     raw: Raw | None = None
     ctr_cfg = ContainerConfig(metadata=ContainerMetadata(name="c"), image=str(work / "rootfs"),
@@ -242,11 +273,15 @@ def main() -> int:
             mgr.remove_all()
             mgr.close()
         for cid in list(raw.pids) if raw is not None else []:  # left by a failed iteration
-            subprocess.run(["runc", "--root", str(work / "raw-runc"), "delete", "--force", cid],
+            subprocess.run(["runc", "--root", str(run / "raw-runc"), "delete", "--force", cid],
                            check=False, capture_output=True)
         subprocess.run(["ip", "link", "del", "pkbench0"], check=False, capture_output=True)
+        if not args.state_on_disk:
+            subprocess.run(["umount", "-l", str(run)], check=False)
         subprocess.run(["rm", "-rf", str(work), str(run)], check=False)
-    print(f"SandboxManager vs raw parts, median of {args.n} pods (ms); ratio = podkit / raw")
+    where = "on disk" if args.state_on_disk else "on tmpfs"
+    print(f"SandboxManager vs raw parts, median of {args.n} pods (ms), state dir {where}; "
+          "ratio = podkit / raw")
     print(f"{'operation':<14}{'raw':>9}{'conmon':>9}{'ratio':>7}{'in-proc':>9}{'ratio':>7}")
     for op in OPS:
         raw_ms = statistics.median(times["raw"][op]) * 1000
