@@ -20,7 +20,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -38,11 +38,14 @@ from podkit.runtime import (
     ExecProcess,
     ExitStatus,
     PipeIO,
-    Runc,
+    Runtime,
     RuntimeTimeoutError,
     Supervisor,
 )
 from podkit.runtime.logs import STDERR
+
+if TYPE_CHECKING:
+    from podkit.sandbox import SandboxManager
 
 __all__ = ["ContainerTarget", "RuncStreamingRuntime"]
 
@@ -56,7 +59,7 @@ class ContainerTarget:
     """What the adapter needs for one container: its runtime id, runtime and supervisor."""
 
     runtime_id: str
-    runtime: Runc
+    runtime: Runtime  # a Runc (runc or crun): detached exec returns an ExecProcess
     supervisor: Supervisor | None = None
 
 
@@ -138,6 +141,23 @@ class RuncStreamingRuntime:
         self.resolve_container = resolve_container
         self.resolve_sandbox_netns = resolve_sandbox_netns
         self.initial_size_wait = initial_size_wait
+
+    @classmethod
+    def for_manager(cls, manager: SandboxManager, **kwargs: Any) -> RuncStreamingRuntime:
+        """The adapter for a :class:`~podkit.sandbox.SandboxManager`'s pods and containers.
+
+        Unknown container or pod IDs raise the manager's ``NotFoundError``; a host-network pod
+        has no netns path, so its port-forward connects in the server's own namespace.
+        """
+
+        def resolve_container(container_id: str) -> ContainerTarget:
+            manager.container_status(container_id)
+            return ContainerTarget(container_id, manager.runtime, manager.supervisor)
+
+        def resolve_netns(pod_sandbox_id: str) -> str:
+            return manager.sandbox_status(pod_sandbox_id).netns_path or ""
+
+        return cls(resolve_container, resolve_netns, **kwargs)
 
     # exec
     def _process(self, target: ContainerTarget, cmd: Sequence[str], tty: bool) -> oci.Process:
