@@ -294,3 +294,27 @@ def test_exec_attach_port_forward_unimplemented(harness: Harness) -> None:
         with pytest.raises(grpc.RpcError) as exc:
             call(req)
         assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED, call
+
+
+def test_exec_and_attach_through_the_streaming_server(harness: Harness) -> None:
+    from podkit.cri.server import manager_streaming
+    from podkit.cri.streaming_client import run_remotecommand
+
+    h = harness
+    streaming = manager_streaming(h.manager)
+    h.server.service.streaming = streaming
+    sid, _ = _run_pod(h)
+    try:
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("st"))).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        url = h.rt.Exec(pb.ExecRequest(container_id=cid, cmd=["sh", "-c", "echo hi; exit 4"],
+                                       stdout=True, stderr=True)).url
+        assert url.startswith(streaming.base_url + "/exec/")
+        res = run_remotecommand(url, transport="spdy")
+        assert res.stdout == b"hi\n"
+        assert res.exit_code == 4
+    finally:
+        h.server.service.streaming = None
+        streaming.stop()
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

@@ -148,6 +148,12 @@ def test_restart_of_the_cli_server(bridge: None, image_layouts: dict[str, Path],
 
         p3 = _Process(argv, sock)
         procs.append(p3)
+        # the CLI serves exec through its streaming server
+        from podkit.cri.streaming_client import run_remotecommand
+
+        url = p3.rt.Exec(pb.ExecRequest(container_id=ids[1], cmd=["echo", "via url"],
+                                        stdout=True)).url
+        assert run_remotecommand(url, stderr=False).stdout == b"via url\n"
         _lifecycle_after(p3.rt, *ids)
         rc, err = p3.stop(signal.SIGINT)
         assert rc == 0, err

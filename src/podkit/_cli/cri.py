@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="pause image reference in the store, or a rootfs directory")
     p.add_argument("--cdi-spec-dir", action="append", default=None,
                    help="CDI spec dir (repeatable; default /etc/cdi and /var/run/cdi)")
+    p.add_argument("--streaming-address", default="127.0.0.1:0",
+                   help="HOST:PORT of the exec/attach/port-forward server (default "
+                        "127.0.0.1 on a free port; '' turns streaming off)")
     p.add_argument("--max-networks", type=int, default=1,
                    help="networks of the conf dir attached to each pod (default 1, as kubelet)")
     p.set_defaults(func=cmd_serve)
@@ -46,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
     from podkit import cdi, cni
-    from podkit.cri.server import claim_socket, pause_config, serve
+    from podkit.cri.server import claim_socket, manager_streaming, pause_config, serve
     from podkit.image import ImageStore
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager
@@ -71,8 +74,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         report = manager.recover()
         for err in report.errors:
             print(f"podkit cri: recovery: {err}", file=sys.stderr)
-        server = serve(args.socket, manager, store, pause_image=pause.image,
-                       runtime_handler=args.runtime)
+        streaming = None
+        if args.streaming_address:
+            host, _, port = args.streaming_address.rpartition(":")
+            if not host or not port.isdigit():
+                raise InvalidArgumentError(
+                    f"--streaming-address {args.streaming_address!r}: want HOST:PORT")
+            streaming = manager_streaming(manager, (host.strip("[]"), int(port)))
+        try:
+            server = serve(args.socket, manager, store, pause_image=pause.image,
+                           runtime_handler=args.runtime, streaming=streaming)
+        except BaseException:
+            if streaming is not None:
+                streaming.stop()
+            raise
         done = threading.Event()
 
         def stop(signum: int, frame: FrameType | None) -> None:
@@ -80,11 +95,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        print(f"podkit cri: serving on {server.address} ({len(report.sandboxes)} pods, "
+        where = f", streaming on {streaming.base_url}" if streaming is not None else ""
+        print(f"podkit cri: serving on {server.address}{where} ({len(report.sandboxes)} pods, "
               f"{len(report.containers)} containers recovered)", file=sys.stderr, flush=True)
         while not done.wait(1.0):
             pass
         server.stop()
+        if streaming is not None:
+            streaming.stop()
         print("podkit cri: stopped", file=sys.stderr, flush=True)
     finally:
         manager.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import attrs
@@ -18,11 +18,7 @@ import attrs
 from podkit import oci
 from podkit._manager import Container, ContainerStats, Sandbox, SandboxStats
 from podkit.cri import api_pb2 as pb
-from podkit.cri.convert import (
-    container_config_to_cri,
-    linux_resources_to_cri,
-    sandbox_config_to_cri,
-)
+from podkit.cri import convert
 from podkit.image import Image, ImageConfig
 
 __all__ = [
@@ -57,52 +53,25 @@ class ContainerImage:
     stop_signal: int = 0
 
 
-def _labels(msg: object, labels: dict[str, str], annotations: dict[str, str]) -> None:
-    msg.labels.update(labels)  # type: ignore[attr-defined]
-    msg.annotations.update(annotations)  # type: ignore[attr-defined]
-
-
 def sandbox_to_cri(sb: Sandbox) -> pb.PodSandbox:
     """A ``ListPodSandbox`` item."""
-    out = pb.PodSandbox(id=sb.id, state=int(sb.state), created_at=sb.created_at)  # type: ignore[arg-type]
-    md = sb.config.metadata
-    out.metadata.CopyFrom(pb.PodSandboxMetadata(name=md.name, uid=md.uid,
-                                                namespace=md.namespace, attempt=md.attempt))
-    _labels(out, dict(sb.config.labels), dict(sb.config.annotations))
-    return out
+    return convert.pod_sandbox_to_cri(sb)
 
 
 def sandbox_status_to_cri(sb: Sandbox) -> pb.PodSandboxStatus:
     """``PodSandboxStatus``: state, IPs (first one primary) and namespace modes."""
-    out = pb.PodSandboxStatus(id=sb.id, state=int(sb.state),  # type: ignore[arg-type]
-                              created_at=sb.created_at)
-    cfg = sandbox_config_to_cri(sb.config)
-    out.metadata.CopyFrom(cfg.metadata)
-    if sb.ips:
-        out.network.ip = sb.ips[0]
-        out.network.additional_ips.extend(pb.PodIP(ip=ip) for ip in sb.ips[1:])
-    out.network.SetInParent()
-    out.linux.namespaces.options.CopyFrom(cfg.linux.security_context.namespace_options)
-    _labels(out, dict(sb.config.labels), dict(sb.config.annotations))
-    return out
+    return convert.pod_sandbox_status_to_cri(sb)
 
 
-def _image_spec(img: ContainerImage, annotations: dict[str, str] | None = None) -> pb.ImageSpec:
-    spec = pb.ImageSpec(image=img.image, user_specified_image=img.image)
-    if annotations:
-        spec.annotations.update(annotations)
-    return spec
+def _image_spec(out: pb.ImageSpec, img: ContainerImage) -> None:
+    out.image = img.image
+    out.user_specified_image = img.image
 
 
 def container_to_cri(c: Container, img: ContainerImage) -> pb.Container:
-    """A ``ListContainers`` item."""
-    out = pb.Container(id=c.id, pod_sandbox_id=c.sandbox_id, image_ref=img.image_ref,
-                       state=int(c.state), created_at=c.created_at,  # type: ignore[arg-type]
-                       image_id=img.image_id)
-    out.metadata.name = c.config.metadata.name
-    out.metadata.attempt = c.config.metadata.attempt
-    out.image.CopyFrom(_image_spec(img))
-    _labels(out, dict(c.config.labels), dict(c.config.annotations))
+    """A ``ListContainers`` item, with the image as the client named it."""
+    out = convert.container_to_cri(c, image_ref=img.image_ref, image_id=img.image_id)
+    _image_spec(out.image, img)
     return out
 
 
@@ -118,25 +87,17 @@ def _user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
     out.linux.uid = u.uid or 0
     out.linux.gid = u.gid or 0
     out.linux.supplemental_groups.extend(u.additional_gids or ())
+    out.linux.SetInParent()
     return out
 
 
 def container_status_to_cri(c: Container, img: ContainerImage,
                             spec_path: Path | None = None) -> pb.ContainerStatus:
-    """``ContainerStatus``: state, times, exit code and reason, mounts, log path, image, user."""
-    cfg = container_config_to_cri(attrs.evolve(c.config, image=img.image))
-    out = pb.ContainerStatus(
-        id=c.id, state=int(c.state), created_at=c.created_at,  # type: ignore[arg-type]
-        started_at=c.started_at, finished_at=c.finished_at, exit_code=c.exit_code,
-        image_ref=img.image_ref, reason=c.reason, message=c.message, log_path=c.log_path,
-        image_id=img.image_id, stop_signal=img.stop_signal,  # type: ignore[arg-type]
-    )
-    out.metadata.CopyFrom(cfg.metadata)
-    out.image.CopyFrom(_image_spec(img))
-    out.mounts.extend(cfg.mounts)
-    _labels(out, dict(c.config.labels), dict(c.config.annotations))
-    if c.config.linux.resources is not None:
-        out.resources.linux.CopyFrom(linux_resources_to_cri(c.config.linux.resources))
+    """``ContainerStatus``: the manager's record plus the image, stop signal and user."""
+    cfg = attrs.evolve(c.config, stop_signal=img.stop_signal)
+    out = convert.container_status_to_cri(attrs.evolve(c, config=cfg),
+                                          image_ref=img.image_ref, image_id=img.image_id)
+    _image_spec(out.image, img)
     if spec_path is not None:
         user = _user_from_spec(spec_path)
         if user is not None:
@@ -169,41 +130,19 @@ def filesystem_usage(path: str | os.PathLike[str], mountpoint: str = "") -> pb.F
 
 def container_stats_to_cri(stats: ContainerStats, c: Container,
                            writable_layer: pb.FilesystemUsage | None = None) -> pb.ContainerStats:
-    """``ContainerStats`` from the manager's cgroup numbers."""
-    out = pb.ContainerStats()
-    out.attributes.id = c.id
-    out.attributes.metadata.name = c.config.metadata.name
-    out.attributes.metadata.attempt = c.config.metadata.attempt
-    _labels(out.attributes, dict(c.config.labels), dict(c.config.annotations))
-    out.cpu.timestamp = stats.timestamp
-    out.cpu.usage_core_nano_seconds.value = stats.cpu_usage_core_nano_seconds
-    out.memory.timestamp = stats.timestamp
-    out.memory.working_set_bytes.value = stats.memory_working_set_bytes
-    out.memory.usage_bytes.value = stats.memory_usage_bytes
-    out.memory.rss_bytes.value = stats.memory_rss_bytes
+    """``ContainerStats`` from the manager's cgroup numbers, plus the writable layer's usage."""
+    out = convert.container_stats_to_cri(stats, c)
     if writable_layer is not None:
         out.writable_layer.CopyFrom(writable_layer)
     return out
 
 
 def sandbox_stats_to_cri(stats: SandboxStats, sb: Sandbox,
-                         containers: Sequence[pb.ContainerStats]) -> pb.PodSandboxStats:
-    """``PodSandboxStats``: the pod's sums and its containers' own stats."""
-    out = pb.PodSandboxStats()
-    out.attributes.id = sb.id
-    md = sb.config.metadata
-    out.attributes.metadata.CopyFrom(pb.PodSandboxMetadata(
-        name=md.name, uid=md.uid, namespace=md.namespace, attempt=md.attempt))
-    _labels(out.attributes, dict(sb.config.labels), dict(sb.config.annotations))
-    lx = out.linux
-    lx.cpu.timestamp = stats.timestamp
-    lx.cpu.usage_core_nano_seconds.value = stats.cpu_usage_core_nano_seconds
-    lx.memory.timestamp = stats.timestamp
-    lx.memory.working_set_bytes.value = stats.memory_working_set_bytes
-    lx.process.timestamp = stats.timestamp
-    lx.process.process_count.value = stats.process_count
-    lx.containers.extend(containers)
-    return out
+                         containers: Mapping[str, Container]) -> pb.PodSandboxStats:
+    """``PodSandboxStats``: the pod's sums and the stats of ``containers`` (records by ID)."""
+    stats = attrs.evolve(stats, containers=tuple(
+        s for s in stats.containers if s.id in containers))
+    return convert.pod_sandbox_stats_to_cri(stats, sb, containers)
 
 
 def _repository(name: str) -> str:

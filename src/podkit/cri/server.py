@@ -83,6 +83,7 @@ __all__ = [
     "StreamingServer",
     "UnimplementedError",
     "claim_socket",
+    "manager_streaming",
     "pause_config",
     "serve",
     "status_code_name",
@@ -180,6 +181,27 @@ def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
         rootfs = _image.create_rootfs(store, img, key)
     env = tuple(cfg.env) or PauseConfig(rootfs="/").env
     return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
+
+
+def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.0.0.1", 0),
+                      ) -> Any:
+    """A started :class:`podkit.cri.streaming.StreamingServer` for ``manager``'s containers.
+
+    Exec runs through the manager's runtime, attach through its supervisor (conmon), and
+    port-forward connects inside the pod's network namespace. Stop it with ``.stop()``.
+    """
+    from podkit.cri.streaming import StreamingServer as _StreamingServer
+    from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
+
+    def container(id: str) -> ContainerTarget:
+        manager.container_status(id)
+        return ContainerTarget(id, manager.runtime, manager.supervisor)
+
+    def netns_path(id: str) -> str:
+        return manager.sandbox_status(id).netns_path
+
+    runtime = RuncStreamingRuntime(container, resolve_sandbox_netns=netns_path)
+    return _StreamingServer(runtime, address).start()
 
 
 def _now() -> int:
@@ -714,9 +736,7 @@ class CRIService:
         stats = self.manager.sandbox_stats(id)
         running = {c.id: c for c in self.manager.list_containers(ContainerFilter(
             pod_sandbox_id=id, state=ContainerState.CONTAINER_RUNNING)) if c.sandbox_id == id}
-        containers = [container_stats_to_cri(s, running[s.id]) for s in stats.containers
-                      if s.id in running]
-        return sandbox_stats_to_cri(stats, sb, containers)
+        return sandbox_stats_to_cri(stats, sb, running)
 
     def PodSandboxStats(self, request: pb.PodSandboxStatsRequest) -> pb.PodSandboxStatsResponse:
         """The pod's CPU, memory and process usage, with its running containers' stats."""
