@@ -583,9 +583,16 @@ class SandboxManager:
                     if step == "netns":  # recorded first, so an undo knows what to remove
                         sb.netns_path = os.path.join(
                             self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
+                    if step == "files" and "network" in sb.steps:
+                        continue  # done while CNI ran (below)
                     sb.steps = (*sb.steps, step)
+                    if step == "network":  # both recorded before either starts
+                        sb.steps = (*sb.steps, "files")
                     self._save(sb)  # the first save also reserves the name on disk
-                    getattr(self, f"_do_{step}")(sb)
+                    if step == "network":
+                        self._do_network_and_files(sb)
+                    else:
+                        getattr(self, f"_do_{step}")(sb)
                 sb.phase = "created"
                 sb.state = SandboxState.SANDBOX_READY
                 self._save(sb)
@@ -688,10 +695,40 @@ class SandboxManager:
         if d.exists():
             raise PodkitError(f"could not remove {d}")
 
-    def _do_pause(self, sb: Sandbox) -> None:
+    def _do_network_and_files(self, sb: Sandbox) -> None:
+        """CNI ADD on a helper thread while this one writes the pod files and the pause bundle.
+
+        Neither needs the other (the files and the bundle do not depend on the CNI result);
+        both steps are recorded before either starts, and undoing one that did not happen is
+        harmless, so a failure of either rolls back the same way as before.
+        """
+        failure: list[BaseException] = []
+
+        def network() -> None:
+            try:
+                self._do_network(sb)
+            except BaseException as exc:  # handed to the caller
+                failure.append(exc)
+
+        thread = threading.Thread(target=network, name=f"cni-add-{sb.id[:12]}")
+        thread.start()
+        try:
+            self._do_files(sb)
+            if self.pause is not None:
+                self._write_pause_bundle(sb)
+        except BaseException as exc:
+            thread.join()
+            for e in failure:
+                exc.add_note(f"the network setup meanwhile failed too: {e}")
+            raise
+        thread.join()
+        if failure:
+            raise failure[0]
+
+    def _write_pause_bundle(self, sb: Sandbox) -> None:
+        """The pause's bundle (inside the sandbox dir, removed with the files)."""
         assert self.pause is not None
-        d = self._sandbox_dir(sb.id)
-        bundle = d / "bundle"
+        bundle = self._sandbox_dir(sb.id) / "bundle"
         bundle.mkdir(exist_ok=True)
         spec = build_sandbox_spec(
             sb.config, id=sb.id, files=self._files(sb), args=self.pause.args,
@@ -701,6 +738,13 @@ class SandboxManager:
         )
         sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
         spec.dump(bundle / "config.json")
+
+    def _do_pause(self, sb: Sandbox) -> None:
+        assert self.pause is not None
+        d = self._sandbox_dir(sb.id)
+        bundle = d / "bundle"
+        if not (bundle / "config.json").exists():  # not written while CNI ran (host network)
+            self._write_pause_bundle(sb)
         sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
 
     def _undo_pause(self, sb: Sandbox) -> None:
