@@ -177,6 +177,9 @@ def test_session_streams_both_ways_fin_and_reset() -> None:
         out.write(b"up")
         out.close()
         assert got.read_all(timeout=10) == b"up"
+        # both halves closed on both ends: neither connection keeps the stream
+        assert out.id not in client._streams
+        assert got.id not in server._streams
         second = client.open_stream([("streamtype", "stdin")])
         assert second.id == 3
         srv_second = server.accepted[1]  # type: ignore[attr-defined]

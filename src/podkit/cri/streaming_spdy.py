@@ -456,6 +456,8 @@ class SpdyStream:
             self._data += data
             if fin:
                 self._remote_closed = True
+                if self._local_closed:  # forgotten before a reader can see the end
+                    self.conn.remove_stream(self)
             self._cond.notify_all()
 
     def _on_reset(self) -> None:
@@ -505,13 +507,17 @@ class SpdyStream:
             if self._local_closed:
                 return
             self._local_closed = True
+            done = self._remote_closed
         with contextlib.suppress(OSError):
             self.conn.send_frame(DataFrame(self.id, b"", FLAG_FIN))
+        if done:  # both halves closed: the connection forgets the stream
+            self.conn.remove_stream(self)
 
     def reset(self, status: int = RST_CANCEL) -> None:
         """Abort both directions with RST_STREAM."""
         already = self._reset
         self._on_reset()
+        self.conn.remove_stream(self)
         if not already:
             with contextlib.suppress(OSError):
                 self.conn.send_frame(RstStreamFrame(self.id, status))
