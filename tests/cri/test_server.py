@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -317,4 +318,42 @@ def test_exec_and_attach_through_the_streaming_server(harness: Harness) -> None:
     finally:
         h.server.service.streaming = None
         streaming.stop()
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_exit_of_a_container_is_an_event(harness: Harness) -> None:
+    h = harness
+    events: queue.Queue[Any] = queue.Queue()
+    stream = h.rt.GetContainerEvents(pb.GetEventsRequest())
+
+    def consume() -> None:
+        with contextlib.suppress(grpc.RpcError):
+            for e in stream:
+                events.put(e)
+
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    for _ in range(100):
+        if h.server.service.events.subscribers:
+            break
+        time.sleep(0.02)
+    sid, _ = _run_pod(h)
+    try:
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("quits", ["sh", "-c", "exit 3"]))
+        ).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        while True:  # the exit monitor notices within its poll interval
+            ev = events.get(timeout=20)
+            if ev.container_id == cid and ev.container_event_type == pb.CONTAINER_STOPPED_EVENT:
+                break
+        st = ev.containers_statuses[0]
+        assert (st.state, st.exit_code, st.reason) == (pb.CONTAINER_EXITED, 3, "Error")
+        # StopContainer of the exited container sends no second STOPPED
+        h.rt.StopContainer(pb.StopContainerRequest(container_id=cid))
+        h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=cid))
+        ev = events.get(timeout=10)
+        assert (ev.container_id, ev.container_event_type) == (cid, pb.CONTAINER_DELETED_EVENT)
+    finally:
+        stream.cancel()
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

@@ -295,6 +295,9 @@ class CRIService:
         self.pod_cidr = ""
         self._lock = threading.Lock()
         self._images: dict[str, ContainerImage] = {}
+        self._stopped: set[str] = set()
+        self._halt = threading.Event()
+        self._monitor: threading.Thread | None = None
         (self.state_dir / "containers").mkdir(parents=True, exist_ok=True)
 
     # -- the server's records (container images) ------------------------------------------------
@@ -328,6 +331,7 @@ class CRIService:
                 _image.remove_rootfs(self.store, img.rootfs_id)
             path.unlink(missing_ok=True)
             removed.append(img.container_id or path.stem)
+        self.poll_exits(publish=False)
         return removed
 
     def _image_of(self, id: str) -> ContainerImage:
@@ -347,6 +351,13 @@ class CRIService:
 
     def _publish(self, id: str, kind: int, sandbox_id: str,
                  status: pb.ContainerStatus | None = None) -> None:
+        with self._lock:  # one STOPPED per container or pod, whoever notices first
+            if kind == pb.CONTAINER_STOPPED_EVENT:
+                if id in self._stopped:
+                    return
+                self._stopped.add(id)
+            elif kind == pb.CONTAINER_DELETED_EVENT:
+                self._stopped.discard(id)
         if not self.events.subscribers:
             return
         ev = pb.ContainerEventResponse(container_id=id, container_event_type=kind,  # type: ignore[arg-type]
@@ -359,11 +370,52 @@ class CRIService:
         self.events.publish(ev)
 
     def _publish_container(self, id: str, kind: int) -> None:
-        if not self.events.subscribers:
-            return
-        with contextlib.suppress(PodkitError):
+        try:
             c = self.manager.container_status(id)
-            self._publish(id, kind, c.sandbox_id, self._status(c))
+        except PodkitError:
+            return
+        self._publish(id, kind, c.sandbox_id,
+                      self._status(c) if self.events.subscribers else None)
+
+    def poll_exits(self, *, publish: bool = True) -> None:
+        """Send CONTAINER_STOPPED for containers and pods that stopped on their own."""
+        for c in self.manager.list_containers():
+            if c.state == ContainerState.CONTAINER_EXITED:
+                if publish:
+                    self._publish(c.id, pb.CONTAINER_STOPPED_EVENT, c.sandbox_id,
+                                  self._status(c) if self.events.subscribers else None)
+                else:
+                    with self._lock:
+                        self._stopped.add(c.id)
+        for sb in self.manager.list_sandboxes():
+            fresh = self._fresh_sandbox(sb.id)
+            if fresh is not None and fresh.state == SandboxState.SANDBOX_NOTREADY:
+                if publish:
+                    self._publish(sb.id, pb.CONTAINER_STOPPED_EVENT, sb.id)
+                else:
+                    with self._lock:
+                        self._stopped.add(sb.id)
+
+    def start_monitor(self, interval: float = 1.0) -> None:
+        """Poll for exits every ``interval`` seconds in a thread (containerd's exit monitor)."""
+        if self._monitor is not None:
+            return
+        self._halt.clear()
+
+        def run() -> None:
+            while not self._halt.wait(interval):
+                with contextlib.suppress(Exception):
+                    self.poll_exits()
+
+        self._monitor = threading.Thread(target=run, name="podkit-cri-exits", daemon=True)
+        self._monitor.start()
+
+    def stop_monitor(self) -> None:
+        """Stop the exit monitor thread."""
+        self._halt.set()
+        if self._monitor is not None:
+            self._monitor.join()
+            self._monitor = None
 
     def GetContainerEvents(self, request: pb.GetEventsRequest,
                            active: Callable[[], bool] = lambda: True,
@@ -969,6 +1021,7 @@ class Server:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self.service.stop_monitor()
         self.service.events.close()
         self.grpc_server.stop(grace).wait()
         with contextlib.suppress(FileNotFoundError):
@@ -1041,6 +1094,7 @@ def serve(
     api_pb2_grpc.add_ImageServiceServicer_to_server(images, server)
     server.add_insecure_port(f"unix://{path}")
     server.start()
+    service.start_monitor()
     with contextlib.suppress(OSError):
         path.chmod(0o660)
     return Server(server, service, path)
