@@ -23,7 +23,7 @@ import shutil
 import signal as _signal
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -801,24 +801,58 @@ class SandboxManager:
         with self._sandbox_lock(id):
             self._stop_sandbox_locked(sb)
 
-    def _stop_sandbox_locked(self, sb: Sandbox) -> None:
+    def _stop_sandbox_locked(
+        self, sb: Sandbox, meanwhile: Callable[[], None] | None = None
+    ) -> None:
+        """Kill the containers and the pause, tear down the network, remove the netns.
+
+        CNI DEL runs on a helper thread while the processes are killed (every one gets
+        SIGKILL: nothing in the pod needs its network any more) and, if nothing failed,
+        while ``meanwhile`` runs (``remove_sandbox`` deletes the containers and the pause
+        there); the netns goes after CNI DEL.
+        """
         errors: builtins.list[BaseException] = []
-        for c in self._containers_of(sb.id):
+        net_failure: builtins.list[BaseException] = []
+
+        def teardown() -> None:
             try:
-                self._stop_container_locked(c, 0)
-            except PodkitError as exc:
-                errors.append(exc)
-        if "pause" in sb.steps:
-            try:
-                self._kill_and_wait(sb.id, 0, _signal.SIGKILL)
-            except PodkitError as exc:
-                errors.append(exc)
-        with contextlib.suppress(PodkitError):
-            _umount(self._files(sb).shm)
+                self._undo_network(sb)
+            except BaseException as exc:  # handed to the caller
+                net_failure.append(exc)
+
+        net = None
+        if "network" in sb.steps:
+            net = threading.Thread(target=teardown, name=f"cni-del-{sb.id[:12]}")
+            net.start()
+        later: BaseException | None = None
+        try:
+            for c in self._containers_of(sb.id):
+                try:
+                    self._stop_container_locked(c, 0)
+                except PodkitError as exc:
+                    errors.append(exc)
+            if "pause" in sb.steps:
+                try:
+                    self._kill_and_wait(sb.id, 0, _signal.SIGKILL)
+                except PodkitError as exc:
+                    errors.append(exc)
+            with contextlib.suppress(PodkitError):
+                _umount(self._files(sb).shm)
+            if meanwhile is not None and not errors:
+                try:
+                    meanwhile()
+                except BaseException as exc:  # raised once the stop is complete
+                    later = exc
+        finally:
+            if net is not None:
+                net.join()
         for step in ("namespaces", "network", "netns"):
             if step in sb.steps:
                 try:
-                    getattr(self, f"_undo_{step}")(sb)
+                    if step != "network":
+                        getattr(self, f"_undo_{step}")(sb)
+                    elif net_failure:
+                        raise net_failure[0]
                 except PodkitError as exc:
                     errors.append(exc)
                     continue
@@ -828,6 +862,8 @@ class SandboxManager:
         if errors:
             raise PodkitError(f"stop of sandbox {sb.id} failed: "
                               + "; ".join(str(e) for e in errors))
+        if later is not None:
+            raise later
 
     def remove_sandbox(self, id: str) -> None:
         """Stop the pod if needed, remove its containers, files and record; idempotent."""
@@ -838,9 +874,15 @@ class SandboxManager:
         with self._sandbox_lock(id):
             if id not in self._sandboxes:
                 return
-            self._stop_sandbox_locked(sb)
-            for c in self._containers_of(id):
-                self._remove_container_locked(c)
+
+            def delete_processes() -> None:  # while CNI DEL runs
+                for c in self._containers_of(id):
+                    self._remove_container_locked(c)
+                if "pause" in sb.steps:
+                    self._undo_pause(sb)
+                    sb.steps = tuple(s for s in sb.steps if s != "pause")
+
+            self._stop_sandbox_locked(sb, meanwhile=delete_processes)
             sb.phase = "removing"
             self._save(sb)
             errors = self._undo_sandbox(sb)
