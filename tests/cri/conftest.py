@@ -79,7 +79,8 @@ def bridge() -> Iterator[None]:
 class Harness:
     """A CRIService served on a temp socket, and gRPC stubs talking to it."""
 
-    def __init__(self, base: Path, layouts: dict[str, Path]) -> None:
+    def __init__(self, base: Path, layouts: dict[str, Path], *, runtime: str = "runc",
+                 cdi_dirs: list[Path] | None = None) -> None:
         import grpc
 
         from podkit.cri import api_pb2_grpc
@@ -96,10 +97,17 @@ class Harness:
         _leaks.register_ipam_dir(base / "state" / "ipam")
         nets = default_networks(base / "state", bridge=BRIDGE, name=NETWORK, subnet=SUBNET)
         self.pause = pause_config(self.store, PAUSE)
-        self.manager = SandboxManager(base / "root", base / "state", Runc(root=base / "runc"),
-                                      nets, pause=self.pause, netns_prefix="pk-cri-")
+        cache = None
+        if cdi_dirs is not None:
+            from podkit import cdi
+
+            cache = cdi.Cache(cdi_dirs, auto_refresh=False)
+        self.manager = SandboxManager(base / "root", base / "state",
+                                      Runc(runtime, root=base / "runc"), nets, cdi=cache,
+                                      pause=self.pause, netns_prefix="pk-cri-")
         self.manager.recover()
-        self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE)
+        self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE,
+                            runtime_handler=runtime)
         self.channel = grpc.insecure_channel(self.server.address)
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)

@@ -44,6 +44,7 @@ from podkit._manager import (
     SandboxState,
 )
 from podkit._manager import _bandwidth as _bandwidth
+from podkit.cdi import UnresolvableDevicesError
 from podkit.cri import api_pb2 as pb
 from podkit.cri._server_status import (
     ContainerImage,
@@ -618,8 +619,12 @@ class CRIService:
                 final = attrs.evolve(final, image=str(rootfs.path))
             # The manager sends stop_signal to the runtime as a Linux signal number.
             final = attrs.evolve(final, stop_signal=signal_number(info.stop_signal) or 0)
-            cid = _with_field_prefix("config", lambda: self.manager.create_container(
-                sandbox_id, final))
+            try:
+                cid = _with_field_prefix("config", lambda: self.manager.create_container(
+                    sandbox_id, final))
+            except UnresolvableDevicesError as exc:
+                raise InvalidArgumentError(
+                    f"config.CDI_devices / cdi.k8s.io annotations: {exc}") from exc
         except BaseException:
             if key:
                 with contextlib.suppress(Exception):

@@ -1,0 +1,134 @@
+"""The server on crun, with CDI devices, host-network pods, and images pulled from a registry."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from conftest import require_binary, require_isolated
+from cri.conftest import BUSYBOX, Harness, container_config, pod_config
+from image.conftest import registry  # noqa: F401 - the real docker-registry fixture
+from podkit import image
+from podkit.cri import api_pb2 as pb
+
+pytestmark = pytest.mark.integration
+
+CDI_SPEC = {
+    "cdiVersion": "0.6.0", "kind": "vendor.example/dev",
+    "devices": [
+        {"name": "a", "containerEdits": {"env": ["DEV_A=1"]}},
+        {"name": "b", "containerEdits": {"env": ["DEV_B=2"]}},
+    ],
+    "containerEdits": {"env": ["VENDOR=example"]},
+}
+
+
+@pytest.fixture(scope="module")
+def crun_harness(bridge: None, image_layouts: dict[str, Path],
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
+    """A server on crun with a CDI spec dir."""
+    require_isolated()
+    require_binary("crun")
+    require_binary("conmon")
+    base = tmp_path_factory.mktemp("cri-crun")
+    cdi_dir = base / "cdi"
+    cdi_dir.mkdir()
+    (cdi_dir / "vendor.json").write_text(json.dumps(CDI_SPEC))
+    h = Harness(base, image_layouts, runtime="crun", cdi_dirs=[cdi_dir])
+    yield h
+    h.close()
+
+
+def _exec(h: Harness, cid: str, *cmd: str) -> str:
+    res = h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=list(cmd), timeout=10))
+    assert res.exit_code == 0, res.stderr
+    return res.stdout.decode()
+
+
+def test_crun_runtime_handler(crun_harness: Harness) -> None:
+    h = crun_harness
+    st = h.rt.Status(pb.StatusRequest())
+    assert {r.name for r in st.runtime_handlers} == {"", "crun"}
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(
+        config=pod_config(), runtime_handler="crun")).pod_sandbox_id
+    h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    with pytest.raises(grpc.RpcError) as exc:
+        h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config(), runtime_handler="runc"))
+    assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_cdi_devices_from_field_and_annotation(crun_harness: Harness) -> None:
+    h = crun_harness
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+    try:
+        cfg = container_config("gpu")
+        cfg.CDI_devices.add(name="vendor.example/dev=a")
+        cfg.annotations["cdi.k8s.io/extra"] = "vendor.example/dev=b"
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=cfg)).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        env = set(_exec(h, cid, "env").split())
+        assert {"DEV_A=1", "DEV_B=2", "VENDOR=example"} <= env
+
+        before = sorted(r.container_id for r in image.list_rootfs(h.store))
+        bad = container_config("nogpu")
+        bad.CDI_devices.add(name="vendor.example/dev=zzz")
+        with pytest.raises(grpc.RpcError) as exc:
+            h.rt.CreateContainer(pb.CreateContainerRequest(pod_sandbox_id=sid, config=bad))
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "vendor.example/dev=zzz" in exc.value.details()
+        assert sorted(r.container_id for r in image.list_rootfs(h.store)) == before
+        assert [c.metadata.name for c in h.rt.ListContainers(pb.ListContainersRequest(
+            filter=pb.ContainerFilter(pod_sandbox_id=sid))).containers] == ["gpu"]
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_host_network_pod(crun_harness: Harness) -> None:
+    h = crun_harness
+    cfg = pod_config()
+    cfg.hostname = ""
+    cfg.linux.security_context.namespace_options.network = pb.NODE
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
+    try:
+        st = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid)).status
+        assert st.network.ip == ""
+        assert st.linux.namespaces.options.network == pb.NODE
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("hn"))).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        assert _exec(h, cid, "hostname").strip() == socket.gethostname()
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_pull_image_from_registry(crun_harness: Harness, registry: str) -> None:  # noqa: F811
+    h = crun_harness
+    ref = f"{registry}/pk-cri/bb:pulled"
+    image.push(h.store, BUSYBOX, ref)
+    want = h.store.get(BUSYBOX).config.digest
+    assert ref not in {i.name for i in h.store.list()}  # pushed, not recorded here
+    resp = h.img.PullImage(pb.PullImageRequest(image=pb.ImageSpec(image=ref)))
+    assert resp.image_ref == want
+    st = h.img.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=ref))).image
+    assert ref in st.repo_tags and st.id == want
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+    try:
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("pulled", image=ref))).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        assert _exec(h, cid, "echo", "ok") == "ok\n"
+        status = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+        assert status.image.image == ref and status.image_id == want
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    with pytest.raises(grpc.RpcError) as exc:
+        h.img.PullImage(pb.PullImageRequest(image=pb.ImageSpec(
+            image=f"{registry}/pk-cri/absent:1")))
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "absent" in exc.value.details()
