@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import struct
+import time
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -498,3 +499,20 @@ def test_streams_of_the_wrong_kinds_do_not_start_the_session(fake: FakeRuntime) 
         assert conn.wait_closed(30)
         assert fake.calls == []
         conn.abort()
+
+
+@pytest.mark.parametrize("transport", ["spdy", "websocket"])
+def test_idle_sessions_are_cut(fake: FakeRuntime, transport: str) -> None:
+    with st.StreamingServer(fake, stream_idle_timeout=0.2) as s:
+        url = s.get_exec(ExecRequest("c1", ("cat",), stdin=True, stdout=True))
+        session = cl.connect_remotecommand(url, transport=transport, stdin=True, stderr=False,
+                                           protocols=[st.PROTOCOL_V5]
+                                           if transport == "websocket" else None)
+        result = session.wait(30)  # nobody types: the server cuts the connection
+        assert result.error == b""  # no status: the session was cut, not finished
+        assert ("exec", "c1") in fake.calls
+        for _ in range(500):  # the handler thread finishes after the client saw the end
+            if not s._live:
+                break
+            time.sleep(0.01)
+        assert s._live == set()

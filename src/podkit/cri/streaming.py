@@ -113,6 +113,7 @@ EXIT_CODE_CAUSE_TYPE = "ExitCode"
 DEFAULT_TOKEN_TTL = 60.0
 DEFAULT_MAX_IN_FLIGHT = 1000
 DEFAULT_STREAM_CREATION_TIMEOUT = 30.0
+DEFAULT_STREAM_IDLE_TIMEOUT = 4 * 3600.0
 _LINGER = 5.0
 _MAX_REQUEST_HEAD = 64 * 1024
 
@@ -494,12 +495,22 @@ def _status_bytes(protocol: str, status: dict[str, Any]) -> bytes:
     return str(status.get("message", "")).encode()
 
 
+class _Live(Protocol):
+    """An upgraded connection as the idle watchdog sees it."""
+
+    last_activity: float
+
+    def abort(self) -> None: ...
+
+
+_Track = Callable[[_Live], None]
+
 # --- SPDY sessions ---------------------------------------------------------------------------
 
 
 def _serve_spdy_remotecommand(
     sock: socket.socket, initial: bytes, protocol: str, request: ExecRequest | AttachRequest,
-    runtime: StreamingRuntime, creation_timeout: float,
+    runtime: StreamingRuntime, creation_timeout: float, track: _Track,
 ) -> None:
     arrived: dict[str, spdy.SpdyStream] = {}
     cond = threading.Condition()
@@ -524,7 +535,9 @@ def _serve_spdy_remotecommand(
     if request.tty and protocol in (PROTOCOL_V3, PROTOCOL_V4):
         expected.add(STREAM_RESIZE)
 
-    conn = spdy.SpdyConnection(sock, server=True, on_stream=on_stream, initial=initial).start()
+    conn = spdy.SpdyConnection(sock, server=True, on_stream=on_stream, initial=initial)
+    track(conn)
+    conn.start()
     try:
         with cond:
             ok = cond.wait_for(lambda: expected <= arrived.keys() or conn.closed.is_set(),
@@ -559,7 +572,7 @@ def _serve_spdy_remotecommand(
 
 def _serve_spdy_portforward(
     sock: socket.socket, initial: bytes, request: PortForwardRequest, runtime: StreamingRuntime,
-    creation_timeout: float,
+    creation_timeout: float, track: _Track,
 ) -> None:
     lock = threading.Lock()
     pairs: dict[str, dict[str, spdy.SpdyStream]] = {}
@@ -618,11 +631,13 @@ def _serve_spdy_portforward(
                 forward(pair[STREAM_DATA], pair[STREAM_ERROR])
 
             t = threading.Thread(target=start, name="portforward", daemon=True)
-            workers.append(t)
+            workers[:] = [w for w in workers if w.is_alive()] + [t]
             t.start()
         return True
 
-    conn = spdy.SpdyConnection(sock, server=True, on_stream=on_stream, initial=initial).start()
+    conn = spdy.SpdyConnection(sock, server=True, on_stream=on_stream, initial=initial)
+    track(conn)
+    conn.start()
     try:
         conn.wait_closed()
     finally:
@@ -714,9 +729,10 @@ class _WsDuplex(_WsWriter):
 
 def _serve_ws_remotecommand(
     sock: socket.socket, initial: bytes, protocol: str, request: ExecRequest | AttachRequest,
-    runtime: StreamingRuntime,
+    runtime: StreamingRuntime, track: _Track,
 ) -> None:
     conn = ws.WebSocketConnection(sock, server=True, initial=initial)
+    track(conn)
     readable = [CH_RESIZE] + ([CH_STDIN] if request.stdin else [])
     channels = _WsChannels(conn, _WS_REMOTECOMMAND[protocol], protocol == PROTOCOL_V5, readable)
     try:
@@ -742,9 +758,10 @@ def _serve_ws_remotecommand(
 
 def _serve_ws_portforward(
     sock: socket.socket, initial: bytes, protocol: str, request: PortForwardRequest,
-    ports: Sequence[int], runtime: StreamingRuntime,
+    ports: Sequence[int], runtime: StreamingRuntime, track: _Track,
 ) -> None:
     conn = ws.WebSocketConnection(sock, server=True, initial=initial)
+    track(conn)
     channels = _WsChannels(conn, _WS_PORTFORWARD[protocol], False,
                            [2 * i for i in range(len(ports))])
     try:
@@ -779,6 +796,9 @@ class StreamingServer:
     out URLs, :meth:`start` serves them on ``address`` until :meth:`stop`.
 
     ``base_url`` overrides the scheme/host the URLs name (default ``http://<bound address>``).
+    ``stream_creation_timeout``: how long a SPDY client may take to open its streams;
+    ``stream_idle_timeout``: a session with no traffic either way for that long is cut (kubelet's
+    default, 4 hours; ``None``: never).
     """
 
     def __init__(
@@ -789,12 +809,16 @@ class StreamingServer:
         base_url: str | None = None,
         token_ttl: float = DEFAULT_TOKEN_TTL,
         stream_creation_timeout: float = DEFAULT_STREAM_CREATION_TIMEOUT,
+        stream_idle_timeout: float | None = DEFAULT_STREAM_IDLE_TIMEOUT,
         cache: TokenCache | None = None,
     ) -> None:
         self.runtime = runtime
         self.address = address
         self.cache = cache if cache is not None else TokenCache(ttl=token_ttl)
         self.stream_creation_timeout = stream_creation_timeout
+        self.stream_idle_timeout = stream_idle_timeout
+        self._live: set[_Live] = set()
+        self._stopping = threading.Event()
         self._base_url = base_url.rstrip("/") if base_url else None
         self._server: socketserver.ThreadingTCPServer | None = None
         self._thread: threading.Thread | None = None
@@ -868,10 +892,24 @@ class StreamingServer:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="streaming-server", daemon=True)
         self._thread.start()
+        if self.stream_idle_timeout is not None:
+            self._stopping.clear()
+            threading.Thread(target=self._watch_idle, name="streaming-idle", daemon=True).start()
         return self
+
+    def _watch_idle(self) -> None:
+        assert self.stream_idle_timeout is not None
+        limit = self.stream_idle_timeout
+        while not self._stopping.wait(min(max(limit / 4, 0.05), 30.0)):
+            now = time.monotonic()
+            with self._lock:
+                idle = [c for c in self._live if now - c.last_activity > limit]
+            for conn in idle:
+                conn.abort()
 
     def stop(self) -> None:
         """Stop listening and cut every open session."""
+        self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -894,8 +932,15 @@ class StreamingServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             self._conns.add(sock)
+        mine: list[_Live] = []
+
+        def track(conn: _Live) -> None:
+            mine.append(conn)
+            with self._lock:
+                self._live.add(conn)
+
         try:
-            self._serve(sock)
+            self._serve(sock, track)
         except _Reject as r:
             _send_error(sock, r.code, str(r), r.headers)
         except _BadRequest as e:
@@ -905,10 +950,11 @@ class StreamingServer:
         finally:
             with self._lock:
                 self._conns.discard(sock)
+                self._live.difference_update(mine)
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def _serve(self, sock: socket.socket) -> None:
+    def _serve(self, sock: socket.socket, track: _Track) -> None:
         req, rest = _read_request(sock)
         parts = req.path.strip("/").split("/")
         if len(parts) != 2 or parts[0] not in ("exec", "attach", "portforward"):
@@ -926,22 +972,22 @@ class StreamingServer:
             if websocket:
                 ports = list(cached.port) or _query_ports(req)
                 protocol = _upgrade_websocket(sock, req, _WS_PORTFORWARD)
-                _serve_ws_portforward(sock, rest, protocol, cached, ports, self.runtime)
+                _serve_ws_portforward(sock, rest, protocol, cached, ports, self.runtime, track)
             else:
                 _negotiate_spdy(req, PORTFORWARD_PROTOCOLS)
                 _upgrade_spdy(sock, PROTOCOL_PORTFORWARD)
                 _serve_spdy_portforward(sock, rest, cached, self.runtime,
-                                        self.stream_creation_timeout)
+                                        self.stream_creation_timeout, track)
             return
         assert isinstance(cached, (ExecRequest, AttachRequest))
         if websocket:
             protocol = _upgrade_websocket(sock, req, _WS_REMOTECOMMAND)
-            _serve_ws_remotecommand(sock, rest, protocol, cached, self.runtime)
+            _serve_ws_remotecommand(sock, rest, protocol, cached, self.runtime, track)
         else:
             protocol = _negotiate_spdy(req, REMOTECOMMAND_PROTOCOLS)
             _upgrade_spdy(sock, protocol)
             _serve_spdy_remotecommand(sock, rest, protocol, cached, self.runtime,
-                                      self.stream_creation_timeout)
+                                      self.stream_creation_timeout, track)
 
 
 def _query_ports(req: _HttpRequest) -> list[int]:

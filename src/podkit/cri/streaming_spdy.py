@@ -19,6 +19,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 
@@ -552,6 +553,7 @@ class SpdyConnection:
         self._last_peer_stream = 0
         self._initial = initial
         self.closed = threading.Event()
+        self.last_activity = time.monotonic()  # last frame sent or bytes received
         self.goaway_received = False
         self.error: Exception | None = None
         self._thread = threading.Thread(target=self._read_loop, name="spdy-reader", daemon=True)
@@ -566,6 +568,7 @@ class SpdyConnection:
         with self._write_lock:
             data = self._framer.encode(frame)
             self.sock.sendall(data)
+            self.last_activity = time.monotonic()
 
     def open_stream(
         self, headers: Sequence[tuple[str, str]], *, timeout: float | None = 30.0, fin: bool = False
@@ -624,6 +627,7 @@ class SpdyConnection:
                 for frame in self._framer.feed(pending):
                     self._dispatch(frame)
                 pending = self.sock.recv(65536)
+                self.last_activity = time.monotonic()
                 if not pending:
                     break
         except (OSError, SpdyProtocolError) as e:

@@ -16,6 +16,7 @@ import os
 import socket
 import struct
 import threading
+import time
 
 import attrs
 
@@ -256,6 +257,7 @@ class WebSocketConnection:
         self._write_lock = threading.Lock()
         self.close_sent = False
         self.close_received: tuple[int | None, str] | None = None
+        self.last_activity = time.monotonic()  # last message sent or bytes received
 
     def send(self, opcode: int, data: bytes) -> None:
         """Send one unfragmented message (masked when this end is the client)."""
@@ -265,6 +267,7 @@ class WebSocketConnection:
             if self.close_sent and opcode != OP_CLOSE:
                 raise BrokenPipeError("websocket is closing")
             self.sock.sendall(frame)
+            self.last_activity = time.monotonic()
 
     def send_binary(self, data: bytes) -> None:
         """A BINARY message."""
@@ -290,6 +293,7 @@ class WebSocketConnection:
             while not self._pending:
                 try:
                     data = self.sock.recv(65536)
+                    self.last_activity = time.monotonic()
                 except OSError:
                     return None
                 if not data:
@@ -319,6 +323,11 @@ class WebSocketConnection:
                 self.close(CLOSE_NORMAL if code is None else code)
                 return None
             return msg
+
+    def abort(self) -> None:
+        """Cut the connection now (no closing handshake)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
 
     def shutdown(self) -> None:
         """Close the socket (after :meth:`close`)."""
