@@ -45,7 +45,7 @@ def _config(rootfs: Path, args: list[str], cid: str, netns_path: str | None) -> 
             "terminal": False,
             "user": {"uid": 0, "gid": 0},
             "args": args,
-            "env": ["PATH=/bin:/sbin", "TERM=xterm", "PK_STREAM=1"],
+            "env": ["PATH=/bin:/sbin", "TERM=vt100", "PK_STREAM=1"],
             "cwd": "/tmp",
             "noNewPrivileges": True,
         },
@@ -192,9 +192,10 @@ def test_exec_tty_and_resize(env: Env, sleeper: str, transport: str,
     _stty_until(s, b"30 100")
     s.resize(120, 40)
     _stty_until(s, b"40 120")
-    s.write_stdin(b"tty; exit 7\n")
+    s.write_stdin(b"tty; echo term=$TERM; exit 7\n")
     r = s.wait()
     assert b"/dev/pts/" in r.stdout
+    assert b"term=xterm\r\n" in r.stdout
     assert b"\r\n" in r.stdout  # a terminal: output line discipline
     assert r.exit_code == 7
 

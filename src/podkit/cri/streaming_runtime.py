@@ -167,6 +167,8 @@ class RuncStreamingRuntime:
         proc.args = list(cmd)
         proc.terminal = tty
         proc.console_size = None
+        if tty:  # as containerd: a terminal exec gets TERM=xterm
+            proc.env = [e for e in proc.env or [] if not e.startswith("TERM=")] + ["TERM=xterm"]
         return proc
 
     def exec(
