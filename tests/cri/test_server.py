@@ -357,3 +357,49 @@ def test_exit_of_a_container_is_an_event(harness: Harness) -> None:
     finally:
         stream.cancel()
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_pod_whose_pause_died_is_not_ready(harness: Harness) -> None:
+    import json
+    import signal
+
+    h = harness
+    sid, _ = _run_pod(h)
+    try:
+        info = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(
+            pod_sandbox_id=sid, verbose=True)).info["info"]
+        pid = json.loads(info)["pid"]
+        assert pid > 0
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(100):
+            items = h.rt.ListPodSandbox(pb.ListPodSandboxRequest(filter=pb.PodSandboxFilter(
+                id=sid, state=pb.PodSandboxStateValue(state=pb.SANDBOX_NOTREADY)))).items
+            if items:
+                break
+            time.sleep(0.05)
+        assert [p.id for p in items] == [sid]
+        assert h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(
+            pod_sandbox_id=sid)).status.state == pb.SANDBOX_NOTREADY
+        # no container can be created in it
+        with pytest.raises(grpc.RpcError) as exc:
+            h.rt.CreateContainer(pb.CreateContainerRequest(
+                pod_sandbox_id=sid, config=container_config("late")))
+        assert exc.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    assert h.rt.ListPodSandbox(pb.ListPodSandboxRequest(
+        filter=pb.PodSandboxFilter(id=sid))).items == []
+
+
+def test_exec_sync_timeout_is_deadline_exceeded(harness: Harness) -> None:
+    h = harness
+    sid, _ = _run_pod(h)
+    try:
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("slow"))).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        with pytest.raises(grpc.RpcError) as exc:
+            h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["sleep", "30"], timeout=1))
+        assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

@@ -371,12 +371,14 @@ class CRIService:
         self.events.publish(ev)
 
     def _publish_container(self, id: str, kind: int) -> None:
+        if not self.events.subscribers:
+            self._publish(id, kind, "")  # only the once-per-container bookkeeping
+            return
         try:
             c = self.manager.container_status(id)
         except PodkitError:
             return
-        self._publish(id, kind, c.sandbox_id,
-                      self._status(c) if self.events.subscribers else None)
+        self._publish(id, kind, c.sandbox_id, self._status(c))
 
     def poll_exits(self, *, publish: bool = True) -> None:
         """Send CONTAINER_STOPPED for containers and pods that stopped on their own."""
@@ -556,21 +558,24 @@ class CRIService:
         f = (pod_sandbox_filter_from_cri(request.filter) if request.HasField("filter")
              else SandboxFilter())
         out = pb.ListPodSandboxResponse()
-        out.items.extend(sandbox_to_cri(self._fresh_sandbox(sb.id) or sb)
-                         for sb in self.manager.list_sandboxes(attrs.evolve(f, state=None))
-                         if self._state_ok(sb.id, f.state))
+        for sb in self.manager.list_sandboxes(attrs.evolve(f, state=None)):
+            fresh = self._fresh_sandbox(sb.id)
+            if fresh is not None and (f.state is None or fresh.state == f.state):
+                out.items.append(sandbox_to_cri(fresh))
         return out
 
     def _fresh_sandbox(self, id: str) -> Any:
+        """The pod's record with its state checked: ``/proc/<pause pid>`` while it lives,
+        the manager's runtime check (a runc exec) only when the pause seems gone."""
+        found = [sb for sb in self.manager.list_sandboxes(SandboxFilter(id=id)) if sb.id == id]
+        if not found:
+            return None
+        sb = found[0]
+        if sb.state != SandboxState.SANDBOX_READY or _alive(sb.pid):
+            return sb
         with contextlib.suppress(NotFoundError):
             return self.manager.sandbox_status(id)
         return None
-
-    def _state_ok(self, id: str, state: SandboxState | None) -> bool:
-        if state is None:
-            return True
-        sb = self._fresh_sandbox(id)
-        return sb is not None and sb.state == state
 
     # -- containers -----------------------------------------------------------------------------
 
@@ -592,7 +597,8 @@ class CRIService:
         """Resolve the image into a rootfs, build the container (CREATED); nothing left on error."""
         sandbox_id = _required(request.pod_sandbox_id, "pod_sandbox_id")
         config = container_config_from_cri(request.config, path="config")
-        self.manager.sandbox_status(sandbox_id)  # NotFound before any work
+        if self._fresh_sandbox(sandbox_id) is None:  # NotFound before any work
+            raise NotFoundError(f"pod_sandbox_id {sandbox_id!r}: no such pod sandbox")
         ref = config.image
         key = ""
         if os.path.isabs(ref):
@@ -903,6 +909,18 @@ class CRIService:
         out = pb.ImageFsInfoResponse()
         out.image_filesystems.append(filesystem_usage(self.store.root))
         return out
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live (not zombie) process."""
+    if pid <= 0:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 def _same_ref(a: str, b: str) -> bool:
