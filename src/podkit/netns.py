@@ -21,7 +21,9 @@ import ctypes.util
 import errno
 import fcntl
 import os
+import socket
 import stat
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
@@ -286,13 +288,20 @@ def _prepare_dir(d: str) -> None:
         os.close(dfd)  # also releases the flock
 
 
-def _set_loopback_up() -> None:
-    """Bring ``lo`` up in the calling thread's network namespace (via pyroute2 netlink)."""
-    from pyroute2 import IPRoute
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_IFREQ = struct.Struct("16sh22x")  # struct ifreq: name, ifr_flags (40 bytes)
 
-    with IPRoute() as ipr:
-        (index,) = ipr.link_lookup(ifname="lo")
-        ipr.link("set", index=index, state="up")
+
+def _set_loopback_up() -> None:
+    """Bring ``lo`` up in the calling thread's network namespace.
+
+    ``SIOCGIFFLAGS``/``SIOCSIFFLAGS`` on a socket made here (sockets belong to the namespace
+    of the thread that creates them): two ioctls, no netlink library to load and no link dump.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        _, flags = _IFREQ.unpack(fcntl.ioctl(sock, _SIOCGIFFLAGS, _IFREQ.pack(b"lo", 0)))
+        if not flags & _IFF_UP:
+            fcntl.ioctl(sock, _SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | _IFF_UP))
 
 
 def _pin_new_namespace(path: str, loopback_up: bool) -> None:
