@@ -359,9 +359,10 @@ def test_protobuf_requests_are_accepted(server: st.StreamingServer) -> None:
     assert server.get_port_forward(pb.PortForwardRequest(pod_sandbox_id="p", port=[80]))
 
 
-def test_spdy_port_forward_pairs_and_errors(server: st.StreamingServer,
-                                            fake: FakeRuntime) -> None:
-    pf = cl.SpdyPortForward(server.get_port_forward(PortForwardRequest("pod1")))
+@pytest.mark.parametrize("tunnel", [False, True], ids=["spdy", "spdy-in-websocket"])
+def test_spdy_port_forward_pairs_and_errors(server: st.StreamingServer, fake: FakeRuntime,
+                                            tunnel: bool) -> None:
+    pf = cl.SpdyPortForward(server.get_port_forward(PortForwardRequest("pod1")), tunnel=tunnel)
     try:
         conns = [pf.open(8080), pf.open(9090)]
         for i, (data, _) in enumerate(conns):

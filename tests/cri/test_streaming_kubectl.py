@@ -290,8 +290,9 @@ def test_kubectl_attach(env: Env, websockets: bool) -> None:
     assert env.runc.state(env.cid).status == "running"
 
 
-@pytest.mark.parametrize("websockets", [True, False], ids=["websocket-fallback", "spdy"])
+@pytest.mark.parametrize("websockets", [True, False], ids=["spdy-in-websocket", "spdy"])
 def test_kubectl_port_forward(env: Env, websockets: bool) -> None:
+    env.api.requests.clear()
     env_vars = dict(os.environ, HOME=os.fspath(env.tmp),
                     KUBECTL_PORT_FORWARD_WEBSOCKETS=str(websockets).lower())
     proc = subprocess.Popen(["kubectl", "--kubeconfig", os.fspath(env.kubeconfig),
@@ -313,6 +314,10 @@ def test_kubectl_port_forward(env: Env, websockets: bool) -> None:
     finally:
         proc.terminate()
         proc.wait(30)
+    # websockets: one GET upgraded to the tunnel (no fallback POST); SPDY: one POST
+    method = "GET" if websockets else "POST"
+    assert [r for r in env.api.requests if r.endswith("/portforward")] == \
+        [f"{method} /api/v1/namespaces/default/pods/{POD}/portforward"]
 
 
 @pytest.mark.parametrize("websockets", [True, False], ids=["websocket", "spdy"])

@@ -85,6 +85,8 @@ PROTOCOL_V3 = "v3.channel.k8s.io"
 PROTOCOL_V4 = "v4.channel.k8s.io"
 PROTOCOL_V5 = "v5.channel.k8s.io"
 PROTOCOL_PORTFORWARD = "portforward.k8s.io"
+PROTOCOL_PORTFORWARD_TUNNEL = "SPDY/3.1+portforward.k8s.io"
+"""Port-forward SPDY tunnelled in WebSocket binary messages (kubectl 1.30+ tries it first)."""
 WS_BASE64 = "base64.channel.k8s.io"
 WS_V4_BASE64 = "v4.base64.channel.k8s.io"
 
@@ -95,7 +97,8 @@ PORTFORWARD_PROTOCOLS: tuple[str, ...] = (PROTOCOL_PORTFORWARD,)
 # WebSocket sub-protocol -> binary framing?  "" is a client that named none.
 _WS_REMOTECOMMAND = {"": True, PROTOCOL_V1: True, WS_BASE64: False, PROTOCOL_V4: True,
                      WS_V4_BASE64: False, PROTOCOL_V5: True}
-_WS_PORTFORWARD = {"": True, PROTOCOL_V4: True, WS_V4_BASE64: False}
+_WS_PORTFORWARD = {"": True, PROTOCOL_V4: True, WS_V4_BASE64: False,
+                   PROTOCOL_PORTFORWARD_TUNNEL: True}
 
 STREAM_TYPE = "streamType"
 STREAM_ERROR, STREAM_STDIN, STREAM_STDOUT, STREAM_STDERR, STREAM_RESIZE, STREAM_DATA = (
@@ -571,7 +574,7 @@ def _serve_spdy_remotecommand(
 
 
 def _serve_spdy_portforward(
-    sock: socket.socket, initial: bytes, request: PortForwardRequest, runtime: StreamingRuntime,
+    sock: spdy.ByteSocket, initial: bytes, request: PortForwardRequest, runtime: StreamingRuntime,
     creation_timeout: float, track: _Track,
 ) -> None:
     lock = threading.Lock()
@@ -788,6 +791,37 @@ def _serve_ws_portforward(
         channels.finish()
 
 
+class _WsTunnel:
+    """A WebSocket seen as a byte socket: binary messages carry the SPDY bytes (client-go's
+    ``TunnelingConnection``)."""
+
+    def __init__(self, conn: ws.WebSocketConnection) -> None:
+        self.conn = conn
+        self._buf = b""
+
+    def recv(self, bufsize: int, /) -> bytes:
+        while not self._buf:
+            msg = self.conn.recv()
+            if msg is None:
+                return b""
+            if msg.opcode != ws.OP_BINARY:
+                raise ConnectionError("SPDY tunnel: a text message in a binary tunnel")
+            self._buf = msg.data
+        chunk, self._buf = self._buf[:bufsize], self._buf[bufsize:]
+        return chunk
+
+    def sendall(self, data: bytes, /) -> None:
+        self.conn.send_binary(data)
+
+    def shutdown(self, how: int, /) -> None:
+        self.conn.close()
+        if how == socket.SHUT_RDWR:
+            self.conn.abort()
+
+    def close(self) -> None:
+        self.conn.shutdown()
+
+
 # --- the server ------------------------------------------------------------------------------
 
 
@@ -970,8 +1004,14 @@ class StreamingServer:
         websocket = _is_websocket(req)
         if isinstance(cached, PortForwardRequest):
             if websocket:
-                ports = list(cached.port) or _query_ports(req)
+                tunnel_wanted = PROTOCOL_PORTFORWARD_TUNNEL in req.values("Sec-WebSocket-Protocol")
+                ports = list(cached.port) or ([] if tunnel_wanted else _query_ports(req))
                 protocol = _upgrade_websocket(sock, req, _WS_PORTFORWARD)
+                if protocol == PROTOCOL_PORTFORWARD_TUNNEL:
+                    tunnel = _WsTunnel(ws.WebSocketConnection(sock, server=True, initial=rest))
+                    _serve_spdy_portforward(tunnel, b"", cached, self.runtime,
+                                            self.stream_creation_timeout, track)
+                    return
                 _serve_ws_portforward(sock, rest, protocol, cached, ports, self.runtime, track)
             else:
                 _negotiate_spdy(req, PORTFORWARD_PROTOCOLS)

@@ -337,11 +337,22 @@ class SpdyPortForward:
     """A ``portforward.k8s.io`` connection: :meth:`open` a (data, error) stream pair per
     forwarded TCP connection."""
 
-    def __init__(self, url: str) -> None:
-        headers = [("Connection", "Upgrade"), ("Upgrade", srv.SPDY_31),
-                   (srv.HEADER_PROTOCOL_VERSION, srv.PROTOCOL_PORTFORWARD)]
-        sock, _, rest = http_upgrade(url, headers)
-        self.conn = spdy.SpdyConnection(sock, server=False, initial=rest).start()
+    def __init__(self, url: str, *, tunnel: bool = False) -> None:
+        """``tunnel``: SPDY inside WebSocket binary messages (``SPDY/3.1+portforward.k8s.io``),
+        as kubectl 1.30+ does, instead of an ``Upgrade: SPDY/3.1``."""
+        if tunnel:
+            key = base64.b64encode(os.urandom(16)).decode()
+            headers = [("Connection", "Upgrade"), ("Upgrade", "websocket"),
+                       ("Sec-WebSocket-Version", "13"), ("Sec-WebSocket-Key", key),
+                       ("Sec-WebSocket-Protocol", srv.PROTOCOL_PORTFORWARD_TUNNEL)]
+            sock, _, rest = http_upgrade(url, headers)
+            wsconn = ws.WebSocketConnection(sock, server=False, initial=rest)
+            self.conn = spdy.SpdyConnection(srv._WsTunnel(wsconn), server=False).start()
+        else:
+            headers = [("Connection", "Upgrade"), ("Upgrade", srv.SPDY_31),
+                       (srv.HEADER_PROTOCOL_VERSION, srv.PROTOCOL_PORTFORWARD)]
+            sock, _, rest = http_upgrade(url, headers)
+            self.conn = spdy.SpdyConnection(sock, server=False, initial=rest).start()
         self._next_request = 0
 
     def open(self, port: int) -> tuple[spdy.SpdyStream, spdy.SpdyStream]:

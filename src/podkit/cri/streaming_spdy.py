@@ -22,6 +22,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import attrs
 
@@ -32,6 +33,7 @@ __all__ = [
     "FLAG_UNIDIRECTIONAL",
     "HEADER_DICTIONARY",
     "VERSION",
+    "ByteSocket",
     "DataFrame",
     "Frame",
     "Framer",
@@ -431,6 +433,26 @@ class Framer:
 # --- connection ------------------------------------------------------------------------------
 
 
+class ByteSocket(Protocol):
+    """What a :class:`SpdyConnection` runs over: a ``socket.socket`` or a tunnel."""
+
+    def recv(self, bufsize: int, /) -> bytes:
+        """Up to ``bufsize`` bytes; ``b""`` at the end."""
+        ...
+
+    def sendall(self, data: bytes, /) -> None:
+        """Send everything."""
+        ...
+
+    def shutdown(self, how: int, /) -> None:
+        """Half- or fully close (``socket.SHUT_WR`` / ``SHUT_RDWR``)."""
+        ...
+
+    def close(self) -> None:
+        """Release it."""
+        ...
+
+
 class SpdyStream:
     """One stream of a :class:`SpdyConnection`: a half-closable byte pipe with headers."""
 
@@ -534,7 +556,7 @@ class SpdyConnection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: ByteSocket,
         *,
         server: bool,
         on_stream: Callable[[SpdyStream], bool] | None = None,
