@@ -181,3 +181,37 @@ def _cleanup(root: Path, conf: Path) -> None:
     store = image.ImageStore(root)
     for r in image.list_rootfs(store):
         image.remove_rootfs(store, r.container_id)
+
+
+def test_recovery_of_half_done_creates(harness: Harness) -> None:
+    """A server killed inside CreateContainer: before the manager made the container (its
+    rootfs goes), or after it but before the server recorded the ID (the container is adopted)."""
+    import json
+
+    from podkit import image
+    from podkit.cri.server import CRIService
+
+    h = harness
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+    try:
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("adopt"))).container_id
+        svc = h.server.service
+        key = svc._image_of(cid).rootfs_id
+        record = svc.state_dir / "containers" / f"{key}.json"
+        data = json.loads(record.read_text())
+        record.write_text(json.dumps({**data, "container_id": ""}))
+        # an orphan: rootfs made, the manager never saw the container
+        orphan = "0" * 64
+        image.create_rootfs(h.store, BUSYBOX, orphan)
+        (svc.state_dir / "containers" / f"{orphan}.json").write_text(json.dumps(
+            {"image": BUSYBOX, "rootfs_id": orphan, "rootfs": "/nonexistent"}))
+
+        fresh = CRIService(h.manager, h.store)
+        assert fresh.recover() == [orphan]
+        assert orphan not in {r.container_id for r in image.list_rootfs(h.store)}
+        assert not (svc.state_dir / "containers" / f"{orphan}.json").exists()
+        assert fresh._image_of(cid).image == BUSYBOX
+        assert json.loads(record.read_text())["container_id"] == cid
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

@@ -13,7 +13,6 @@ container events, and the CRI shapes of statuses and stats.
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import json
 import os
@@ -314,9 +313,9 @@ class CRIService:
 
         Call after ``manager.recover()``. Returns the container IDs whose leftovers were removed.
         """
-        known = {c.id for c in self.manager.list_containers()}
-        with self.manager._lock:  # records in every phase, not only created ones
-            known |= set(self.manager._containers)
+        containers = self.manager.list_containers()
+        known = {c.id for c in containers}
+        by_rootfs = {c.config.image: c.id for c in containers}
         removed = []
         for path in sorted((self.state_dir / "containers").glob("*.json")):
             try:
@@ -324,6 +323,10 @@ class CRIService:
             except (OSError, ValueError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
+            if not img.container_id and img.rootfs in by_rootfs:
+                # the manager made the container but this server died before recording it
+                img = attrs.evolve(img, container_id=by_rootfs[img.rootfs])
+                self._save_image(path.stem, img)
             if img.container_id and img.container_id in known:
                 with self._lock:
                     self._images[img.container_id] = img
@@ -523,7 +526,8 @@ class CRIService:
         sb = self._fresh_sandbox(id)
         if sb is not None and sb.state == SandboxState.SANDBOX_READY:
             self.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=id))
-        containers = [c for c in self._all_containers() if c.sandbox_id == id]
+        containers = [c for c in self.manager.list_containers(ContainerFilter(pod_sandbox_id=id))
+                      if c.sandbox_id == id]
         self.manager.remove_sandbox(id)
         for c in containers:
             self._forget_image(c.id)
@@ -531,10 +535,6 @@ class CRIService:
         if sb is not None:
             self._publish(id, pb.CONTAINER_DELETED_EVENT, id)
         return pb.RemovePodSandboxResponse()
-
-    def _all_containers(self) -> builtins.list[Container]:
-        with self.manager._lock:
-            return list(self.manager._containers.values())
 
     def PodSandboxStatus(self, request: pb.PodSandboxStatusRequest,
                          ) -> pb.PodSandboxStatusResponse:
@@ -622,6 +622,7 @@ class CRIService:
                 rootfs = _image.create_rootfs(self.store, self.store.get(info.image), key,
                                               mode=self.rootfs_mode)
                 info = attrs.evolve(info, rootfs=str(rootfs.path))
+                self._save_image(key, info)
                 final = attrs.evolve(final, image=str(rootfs.path))
             # The manager sends stop_signal to the runtime as a Linux signal number.
             final = attrs.evolve(final, stop_signal=signal_number(info.stop_signal) or 0)
