@@ -270,9 +270,14 @@ def test_images(harness: Harness) -> None:
     h.store.tag(BUSYBOX, "localhost/pk-cri/extra:1")
     ids = {i.id: list(i.repo_tags) for i in h.img.ListImages(pb.ListImagesRequest()).images}
     assert sorted(ids[bb.id]) == sorted([BUSYBOX, "localhost/pk-cri/extra:1"])
+    config_blob = h.store.blob_path(bb.id)
+    assert config_blob.exists()
     h.img.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image="localhost/pk-cri/extra:1")))
     assert not h.img.ImageStatus(pb.ImageStatusRequest(
         image=pb.ImageSpec(image=BUSYBOX))).HasField("image")
+    assert not config_blob.exists()  # collected; the layer shared with the pause image stays
+    assert h.img.ImageStatus(pb.ImageStatusRequest(
+        image=pb.ImageSpec(image=PAUSE))).image.pinned
     h.img.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=BUSYBOX)))
     import_images(h.base, {BUSYBOX: h.layouts[BUSYBOX]})
     assert h.img.ImageStatus(pb.ImageStatusRequest(

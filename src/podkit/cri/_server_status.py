@@ -31,6 +31,7 @@ __all__ = [
     "sandbox_stats_to_cri",
     "sandbox_status_to_cri",
     "sandbox_to_cri",
+    "user_from_spec",
 ]
 
 
@@ -75,7 +76,8 @@ def container_to_cri(c: Container, img: ContainerImage) -> pb.Container:
     return out
 
 
-def _user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
+def user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
+    """The resolved uid, gid and groups of a bundle's ``config.json`` (``None`` if unreadable)."""
     try:
         spec = oci.Spec.load(spec_path)
     except (OSError, oci.SpecError, ValueError):
@@ -92,16 +94,14 @@ def _user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
 
 
 def container_status_to_cri(c: Container, img: ContainerImage,
-                            spec_path: Path | None = None) -> pb.ContainerStatus:
+                            user: pb.ContainerUser | None = None) -> pb.ContainerStatus:
     """``ContainerStatus``: the manager's record plus the image, stop signal and user."""
     cfg = attrs.evolve(c.config, stop_signal=img.stop_signal)
     out = convert.container_status_to_cri(attrs.evolve(c, config=cfg),
                                           image_ref=img.image_ref, image_id=img.image_id)
     _image_spec(out.image, img)
-    if spec_path is not None:
-        user = _user_from_spec(spec_path)
-        if user is not None:
-            out.user.CopyFrom(user)
+    if user is not None:
+        out.user.CopyFrom(user)
     return out
 
 

@@ -55,6 +55,7 @@ from podkit.cri._server_status import (
     sandbox_stats_to_cri,
     sandbox_status_to_cri,
     sandbox_to_cri,
+    user_from_spec,
 )
 from podkit.cri.convert import (
     ConversionError,
@@ -296,6 +297,7 @@ class CRIService:
         self._lock = threading.Lock()
         self._images: dict[str, ContainerImage] = {}
         self._stopped: set[str] = set()
+        self._users: dict[str, pb.ContainerUser | None] = {}
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
         (self.state_dir / "containers").mkdir(parents=True, exist_ok=True)
@@ -345,6 +347,7 @@ class CRIService:
     def _forget_image(self, id: str) -> None:
         with self._lock:
             img = self._images.pop(id, None)
+            self._users.pop(id, None)
         if img is None:
             return
         if img.rootfs_id:
@@ -678,9 +681,18 @@ class CRIService:
         self._publish(id, pb.CONTAINER_DELETED_EVENT, sandbox_id)
         return pb.RemoveContainerResponse()
 
+    def _user(self, id: str) -> pb.ContainerUser | None:
+        with self._lock:
+            if id in self._users:
+                return self._users[id]
+        user = user_from_spec(self.manager.root_dir / "containers" / id / "bundle" /
+                              "config.json")
+        with self._lock:
+            self._users[id] = user
+        return user
+
     def _status(self, c: Container) -> pb.ContainerStatus:
-        spec = self.manager.root_dir / "containers" / c.id / "bundle" / "config.json"
-        return container_status_to_cri(c, self._image_of(c.id), spec)
+        return container_status_to_cri(c, self._image_of(c.id), self._user(c.id))
 
     def ListContainers(self, request: pb.ListContainersRequest) -> pb.ListContainersResponse:
         """Containers matching the filter (id prefix, state, pod, labels)."""
@@ -900,9 +912,14 @@ class CRIService:
     def RemoveImage(self, request: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
         """Forget every name of the image (by reference or ID); absent images succeed."""
         ref = _required(request.image.image, "image.image")
-        for img in self._find_image(ref) or ():
+        found = self._find_image(ref)
+        for img in found or ():
             with contextlib.suppress(NotFoundError):
                 self.store.remove(img.name)
+        if found:
+            # blobs and snapshots no image or rootfs uses (containerd collects them too)
+            with contextlib.suppress(PodkitError, OSError):
+                self.store.gc()
         return pb.RemoveImageResponse()
 
     def ImageFsInfo(self, request: pb.ImageFsInfoRequest) -> pb.ImageFsInfoResponse:
