@@ -125,7 +125,7 @@ class Floor:
         self.ctr_spec = ctr_spec
         self.template_dir = template_dir
         self.runc_root = base / "runc"
-        self.results: dict[str, Any] = {}
+        self.results: dict[tuple[str, str], Any] = {}
 
     def _runc(self, *args: str) -> str:
         # Files, not pipes: a created container inherits runc's stdio and keeps it open.

@@ -138,8 +138,8 @@ def test_kubelet_sequence(harness: Harness, tmp_path: Path) -> None:
     h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=cid))  # idempotent
 
     h.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid))
-    st = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid)).status
-    assert st.state == pb.SANDBOX_NOTREADY
+    after = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid)).status
+    assert after.state == pb.SANDBOX_NOTREADY
     h.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid))  # idempotent
     h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
     h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))  # idempotent
@@ -223,7 +223,7 @@ def test_events_stream(harness: Harness) -> None:
         (cid, pb.CONTAINER_STOPPED_EVENT), (cid, pb.CONTAINER_DELETED_EVENT),
         (sid, pb.CONTAINER_STOPPED_EVENT), (sid, pb.CONTAINER_DELETED_EVENT),
     ]
-    got = []
+    got: list[Any] = []
     while len(got) < len(want):
         try:
             got.append(events.get(timeout=10))
@@ -292,11 +292,13 @@ def test_pull_image_not_pullable(harness: Harness) -> None:
 
 
 def test_exec_attach_port_forward_unimplemented(harness: Harness) -> None:
-    for call, req in ((harness.rt.Exec, pb.ExecRequest(container_id="x", cmd=["sh"])),
+    calls: list[tuple[Any, Any]] = [
+                     (harness.rt.Exec, pb.ExecRequest(container_id="x", cmd=["sh"])),
                       (harness.rt.Attach, pb.AttachRequest(container_id="x")),
                       (harness.rt.PortForward, pb.PortForwardRequest(pod_sandbox_id="x")),
                       (harness.rt.CheckpointContainer, pb.CheckpointContainerRequest()),
-                      (harness.rt.ListMetricDescriptors, pb.ListMetricDescriptorsRequest())):
+                      (harness.rt.ListMetricDescriptors, pb.ListMetricDescriptorsRequest())]
+    for call, req in calls:
         with pytest.raises(grpc.RpcError) as exc:
             call(req)
         assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED, call

@@ -67,7 +67,7 @@ def test_bad_pod_configs(harness: Harness) -> None:
     _fails(run, pb.RunPodSandboxRequest(config=cfg), grpc.StatusCode.INVALID_ARGUMENT,
            "namespace_options.network")
     cfg = pod_config()
-    cfg.linux.security_context.namespace_options.ipc = 42  # type: ignore[assignment]
+    cfg.linux.security_context.namespace_options.ipc = 42
     _fails(run, pb.RunPodSandboxRequest(config=cfg), grpc.StatusCode.INVALID_ARGUMENT,
            "config.linux.security_context.namespace_options.ipc")
     _fails(run, pb.RunPodSandboxRequest(config=pod_config(), runtime_handler="kata"),
