@@ -16,10 +16,18 @@ import pytest
 from conftest import REPO, require_binary, require_isolated
 from podkit import netns
 from podkit.errors import PodkitError
-from podkit.sandbox import SANDBOX_STEPS, ContainerState, PauseConfig, SandboxManager
+from podkit.sandbox import (
+    SANDBOX_STEPS,
+    ContainerState,
+    PauseConfig,
+    Sandbox,
+    SandboxManager,
+    SandboxState,
+)
 
 from ._pods import (
     copy_rootfs,
+    ctr_config,
     ensure_bridge,
     leaked,
     leftovers,
@@ -107,6 +115,75 @@ def test_real_pause_failure_is_undone(bridge: None, rootfs: Path, tmp_path: Path
         m.remove_all()
         m.close()
     assert leftovers(base, m) == []
+    assert leaked(before) == []
+
+
+def test_network_and_files_failing_together_are_undone(
+    bridge: None, rootfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CNI ADD (helper thread) and the pod files run at once: both fail after doing their work;
+    the files' error is raised with the network's as a note, and both are undone."""
+    before = snapshot()
+    base = tmp_path / "m"
+    m = make_manager(base, rootfs)
+    do_network, do_files = SandboxManager._do_network, SandboxManager._do_files
+
+    def network_then_fail(self: SandboxManager, sb: Sandbox) -> None:
+        do_network(self, sb)
+        raise Injected("network")
+
+    def files_then_fail(self: SandboxManager, sb: Sandbox) -> None:
+        do_files(self, sb)
+        raise Injected("files")
+
+    monkeypatch.setattr(SandboxManager, "_do_network", network_then_fail)
+    monkeypatch.setattr(SandboxManager, "_do_files", files_then_fail)
+    try:
+        with pytest.raises(Injected, match="files") as info:
+            m.run_sandbox(pod_config())
+        assert any("network" in note for note in info.value.__notes__)
+        monkeypatch.undo()
+        assert m.list_sandboxes() == []
+        assert leftovers(base, m) == []
+        assert leaked(before) == []
+    finally:
+        monkeypatch.undo()
+        m.remove_all()
+        m.close()
+    assert leaked(before) == []
+
+
+def test_remove_failing_while_cni_del_runs_still_stops_the_pod(
+    bridge: None, rootfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """remove_sandbox deletes the pause while CNI DEL runs; if that fails the stop still
+    completes (network and netns gone, record kept), and a second remove finishes the job."""
+    before = snapshot()
+    base = tmp_path / "m"
+    m = make_manager(base, rootfs)
+    try:
+        sb = m.run_sandbox(pod_config())
+        cid = m.create_container(sb.id, ctr_config(rootfs, "app", ["sleep", "600"]))
+        m.start_container(cid)
+
+        def fail(self: SandboxManager, sb: Sandbox) -> None:
+            raise Injected("pause delete")
+
+        monkeypatch.setattr(SandboxManager, "_undo_pause", fail)
+        with pytest.raises(Injected, match="pause delete"):
+            m.remove_sandbox(sb.id)
+        monkeypatch.undo()
+        status = m.sandbox_status(sb.id)
+        assert status.state == SandboxState.SANDBOX_NOTREADY
+        assert "network" not in status.steps and "pause" in status.steps
+        assert not netns.exists(sb.netns_path)
+        assert m.list_containers() == []  # deleted before the pause
+        m.remove_sandbox(sb.id)
+        assert leftovers(base, m) == []
+    finally:
+        monkeypatch.undo()
+        m.remove_all()
+        m.close()
     assert leaked(before) == []
 
 
