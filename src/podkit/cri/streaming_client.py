@@ -22,9 +22,10 @@ from typing import Any
 
 import attrs
 
-from podkit.cri import streaming as srv
 from podkit.cri import streaming_spdy as spdy
+from podkit.cri import streaming_wire as srv
 from podkit.cri import streaming_ws as ws
+from podkit.cri.streaming_sessions import WsTunnel
 from podkit.errors import PodkitError
 
 __all__ = [
@@ -347,7 +348,7 @@ class SpdyPortForward:
                        ("Sec-WebSocket-Protocol", srv.PROTOCOL_PORTFORWARD_TUNNEL)]
             sock, _, rest = http_upgrade(url, headers)
             wsconn = ws.WebSocketConnection(sock, server=False, initial=rest)
-            self.conn = spdy.SpdyConnection(srv._WsTunnel(wsconn), server=False).start()
+            self.conn = spdy.SpdyConnection(WsTunnel(wsconn), server=False).start()
         else:
             headers = [("Connection", "Upgrade"), ("Upgrade", srv.SPDY_31),
                        (srv.HEADER_PROTOCOL_VERSION, srv.PROTOCOL_PORTFORWARD)]
