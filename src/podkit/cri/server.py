@@ -42,7 +42,6 @@ from podkit._manager import (
     SandboxManager,
     SandboxState,
 )
-from podkit._manager import _bandwidth as _bandwidth
 from podkit.cdi import UnresolvableDevicesError
 from podkit.cri import api_pb2 as pb
 from podkit.cri._server_status import (
@@ -503,9 +502,6 @@ class CRIService:
                 f"runtime_handler {request.runtime_handler!r}: not configured (this server "
                 f"has {self.runtime_handler!r} and the default '')")
         config = sandbox_config_from_cri(request.config, path="config")
-        # The manager reads these only once the netns exists and cannot undo its CNI step
-        # when they are bad (reported); check them before anything is created.
-        _bandwidth(config.annotations)
         sb = _with_field_prefix("config", lambda: self.manager.run_sandbox(config))
         self._publish(sb.id, pb.CONTAINER_CREATED_EVENT, sb.id)
         self._publish(sb.id, pb.CONTAINER_STARTED_EVENT, sb.id)
