@@ -33,9 +33,16 @@ from podkit.cri.convert import (
     sandbox_config_to_cri,
     signal_number,
 )
+from podkit.cri.streaming import StreamingRuntime, StreamingServer, TokenCache
+from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
 
 __all__ = [
+    "ContainerTarget",
     "ConversionError",
+    "RuncStreamingRuntime",
+    "StreamingRuntime",
+    "StreamingServer",
+    "TokenCache",
     "api_pb2",
     "container_config_from_cri",
     "container_config_to_cri",
