@@ -132,3 +132,46 @@ def test_pull_image_from_registry(crun_harness: Harness, registry: str) -> None:
             image=f"{registry}/pk-cri/absent:1")))
     assert exc.value.code() == grpc.StatusCode.NOT_FOUND
     assert "absent" in exc.value.details()
+
+
+def test_cni_config_written_after_start(bridge: None, crun_harness: Harness,
+                                        tmp_path: Path) -> None:
+    """No network config at start: NetworkReady is false, host-network pods still run; once a
+    config appears, Status and RunPodSandbox pick it up."""
+    import _leaks
+    from cri.conftest import BRIDGE, NETWORK, SUBNET
+    from podkit import cni
+    from podkit.cri.server import CRIService
+    from podkit.runtime import Runc
+    from podkit.sandbox import SandboxManager, default_network_config
+
+    conf_dir = tmp_path / "net.d"
+    conf_dir.mkdir()
+    client = cni.CNI(["/usr/lib/cni"], str(tmp_path / "cni-cache"))
+    _leaks.register_runtime_root(tmp_path / "runc")
+    _leaks.register_ipam_dir(tmp_path / "late" / "ipam")
+    with SandboxManager(tmp_path / "root", tmp_path / "state", Runc(root=tmp_path / "runc"),
+                        None, pause=crun_harness.pause, netns_prefix="pk-cri-") as mgr:
+        svc = CRIService(mgr, crun_harness.store, network_loader=lambda: cni.Networks.from_dir(
+            client, conf_dir, max_networks=1, loopback=True))
+        try:
+            cond = {c.type: c for c in svc.Status(pb.StatusRequest()).status.conditions}
+            assert not cond["NetworkReady"].status
+            assert cond["NetworkReady"].reason == "NetworkPluginNotReady"
+            assert str(conf_dir) in cond["NetworkReady"].message
+            host = pod_config()
+            host.hostname = ""
+            host.linux.security_context.namespace_options.network = pb.NODE
+            svc.RunPodSandbox(pb.RunPodSandboxRequest(config=host))
+
+            late = default_network_config(tmp_path / "late", name=NETWORK, bridge=BRIDGE,
+                                          subnet=SUBNET)
+            (conf_dir / "10-late.conflist").write_bytes(
+                (tmp_path / "late" / "net.d" / f"{late.name}.conflist").read_bytes())
+            sid = svc.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+            st = svc.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=sid))
+            assert st.status.network.ip.startswith("10.89.")
+            cond = {c.type: c for c in svc.Status(pb.StatusRequest()).status.conditions}
+            assert cond["NetworkReady"].status
+        finally:
+            mgr.remove_all()

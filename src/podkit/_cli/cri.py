@@ -64,8 +64,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not conf_dir.is_dir():
         raise InvalidArgumentError(f"--cni-conf-dir {conf_dir}: not a directory")
     client = cni.CNI(plugin_dirs=bin_dirs, cache_dir=str(state / "cni-cache"))
-    networks = cni.Networks.from_dir(client, conf_dir, max_networks=args.max_networks or None,
+
+    def load_networks() -> cni.Networks:
+        return cni.Networks.from_dir(client, conf_dir, max_networks=args.max_networks or None,
                                      loopback=True)
+
+    try:
+        networks: cni.Networks | None = load_networks()
+    except cni.NoConfigsFoundError:
+        networks = None  # NetworkReady false until a config appears (host-network pods work)
     cache = cdi.Cache(args.cdi_spec_dir) if args.cdi_spec_dir else cdi.Cache()
     runtime = Runc(args.runtime, root=state / args.runtime)
     manager = SandboxManager(root / "cri" / "root", state, runtime, networks, cdi=cache,
@@ -83,7 +90,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             streaming = manager_streaming(manager, (host.strip("[]"), int(port)))
         try:
             server = serve(args.socket, manager, store, pause_image=pause.image,
-                           runtime_handler=args.runtime, streaming=streaming)
+                           runtime_handler=args.runtime, streaming=streaming,
+                           network_loader=load_networks)
         except BaseException:
             if streaming is not None:
                 streaming.stop()

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 import attrs
 
 import podkit
+from podkit import cni
 from podkit import image as _image
 from podkit._config import ContainerConfig, KeyValue
 from podkit._files import atomic_write
@@ -270,7 +271,9 @@ class CRIService:
     ``manager`` runs pods and containers, ``store`` holds images (container rootfs come from
     it); ``streaming`` serves Exec/Attach/PortForward (``None``: those answer Unimplemented);
     ``state_dir`` keeps the server's own records (default ``<manager state>/cri``);
-    ``pause_image`` is reported as pinned. Thread-safe; raises podkit errors.
+    ``pause_image`` is reported as pinned; ``network_loader`` loads the pod networks when the
+    manager has none yet (tried by Status and RunPodSandbox, so a CNI config written after the
+    start is picked up, as containerd does). Thread-safe; raises podkit errors.
     """
 
     def __init__(
@@ -283,8 +286,10 @@ class CRIService:
         pause_image: str = "",
         runtime_handler: str = "runc",
         rootfs_mode: str = "auto",
+        network_loader: Callable[[], cni.Networks] | None = None,
     ) -> None:
         self.manager = manager
+        self.network_loader = network_loader
         self.store = store
         self.streaming = streaming
         self.state_dir = Path(state_dir) if state_dir else manager.state_dir / "cri"
@@ -460,9 +465,11 @@ class CRIService:
             rt.status, rt.reason, rt.message = False, "RuntimeNotReady", str(exc)
         net = out.status.conditions.add(type="NetworkReady", status=True)
         nets = self.manager.networks
+        problem = self._load_networks() if nets is None else ""
+        nets = self.manager.networks
         if nets is None:
             net.status, net.reason = False, "NetworkPluginNotReady"
-            net.message = "no CNI network configured (host-network pods only)"
+            net.message = problem or "no CNI network configured (host-network pods only)"
         else:
             try:
                 nets.status()
@@ -480,6 +487,19 @@ class CRIService:
                 "pauseImage": self.pause_image, "root": str(self.manager.root_dir),
                 "state": str(self.manager.state_dir)})
         return out
+
+    def _load_networks(self) -> str:
+        """Load the pod networks if they came late (a CNI config dropped in after start)."""
+        if self.network_loader is None:
+            return ""
+        with self._lock:
+            if self.manager.networks is not None:
+                return ""
+            try:
+                self.manager.networks = self.network_loader()
+            except PodkitError as exc:
+                return f"cni config not loaded: {exc}"
+        return ""
 
     def RuntimeConfig(self, request: pb.RuntimeConfigRequest) -> pb.RuntimeConfigResponse:
         """The cgroup driver: cgroupfs."""
@@ -502,6 +522,8 @@ class CRIService:
                 f"runtime_handler {request.runtime_handler!r}: not configured (this server "
                 f"has {self.runtime_handler!r} and the default '')")
         config = sandbox_config_from_cri(request.config, path="config")
+        if self.manager.networks is None:
+            self._load_networks()
         sb = _with_field_prefix("config", lambda: self.manager.run_sandbox(config))
         self._publish(sb.id, pb.CONTAINER_CREATED_EVENT, sb.id)
         self._publish(sb.id, pb.CONTAINER_STARTED_EVENT, sb.id)
@@ -1102,6 +1124,7 @@ def serve(
     streaming: StreamingServer | None = None,
     pause_image: str = "",
     runtime_handler: str = "runc",
+    network_loader: Callable[[], cni.Networks] | None = None,
     max_workers: int = 64,
     options: Mapping[str, Any] | None = None,
 ) -> Server:
@@ -1120,7 +1143,7 @@ def serve(
     path = Path(socket_path).absolute()
     claim_socket(path)
     service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
-                         runtime_handler=runtime_handler)
+                         runtime_handler=runtime_handler, network_loader=network_loader)
     service.recover()
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         max_workers=max_workers, thread_name_prefix="podkit-cri"),
