@@ -176,6 +176,31 @@ def test_filters(harness: Harness) -> None:
         assert a in pods(state=pb.PodSandboxStateValue(state=pb.SANDBOX_NOTREADY))
         assert a not in pods(state=pb.PodSandboxStateValue(state=pb.SANDBOX_READY))
 
+        # the v0.36 Stream* variants give the same, in batches
+        from podkit.cri import server as srv
+
+        batch = srv.STREAM_BATCH
+        srv.STREAM_BATCH = 1
+        try:
+            msgs = list(h.rt.StreamPodSandboxes(pb.StreamPodSandboxesRequest(
+                filter=pb.PodSandboxFilter(label_selector={"k": "1"}))))
+            assert [len(m.pod_sandboxes) for m in msgs] == [1, 1]
+            assert {m.pod_sandboxes[0].id for m in msgs} == {a, b}
+            msgs = list(h.rt.StreamContainers(pb.StreamContainersRequest(
+                filter=pb.ContainerFilter(pod_sandbox_id=b))))
+            assert [c.id for m in msgs for c in m.containers] == [cb]
+            msgs = list(h.rt.StreamContainerStats(pb.StreamContainerStatsRequest(
+                filter=pb.ContainerStatsFilter(pod_sandbox_id=b))))
+            assert [c.attributes.id for m in msgs for c in m.container_stats] == [cb]
+            msgs = list(h.rt.StreamPodSandboxStats(pb.StreamPodSandboxStatsRequest(
+                filter=pb.PodSandboxStatsFilter(id=b))))
+            assert [p.attributes.id for m in msgs for p in m.pod_sandbox_stats] == [b]
+            msgs = list(h.rt.StreamPodSandboxes(pb.StreamPodSandboxesRequest(
+                filter=pb.PodSandboxFilter(label_selector={"k": "none"}))))
+            assert [len(m.pod_sandboxes) for m in msgs] == [0]
+        finally:
+            srv.STREAM_BATCH = batch
+
         assert ctrs(pod_sandbox_id=a) == [ca]
         assert ctrs(label_selector={"c": "y"}) == [cb]
         assert ctrs(id=ca[:10]) == [ca]
@@ -263,6 +288,8 @@ def test_images(harness: Harness) -> None:
     filtered = h.img.ListImages(pb.ListImagesRequest(
         filter=pb.ImageFilter(image=pb.ImageSpec(image=BUSYBOX)))).images
     assert [i.id for i in filtered] == [bb.id]
+    streamed = [i for m in h.img.StreamImages(pb.StreamImagesRequest()) for i in m.images]
+    assert sorted(i.id for i in streamed) == sorted(i.id for i in images)
     fs = h.img.ImageFsInfo(pb.ImageFsInfoRequest()).image_filesystems
     assert fs[0].used_bytes.value > 0 and fs[0].inodes_used.value > 0
 

@@ -23,7 +23,7 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -111,7 +111,10 @@ _RUNTIME_METHODS = (
 )
 _IMAGE_METHODS = ("ListImages", "StreamImages", "ImageStatus", "PullImage", "RemoveImage",
                   "ImageFsInfo")
-_STREAMING_METHODS = frozenset({"GetContainerEvents"})
+_STREAMING_METHODS = frozenset({"GetContainerEvents", "StreamPodSandboxes", "StreamContainers",
+                                "StreamContainerStats", "StreamPodSandboxStats", "StreamImages"})
+STREAM_BATCH = 128
+"""Items per message of the ``Stream*`` list RPCs."""
 
 
 class UnimplementedError(PodkitError):
@@ -301,6 +304,7 @@ class CRIService:
         self._lock = threading.Lock()
         self._images: dict[str, ContainerImage] = {}
         self._stopped: set[str] = set()
+        self._announced: set[str] = set()
         self._users: dict[str, pb.ContainerUser | None] = {}
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -363,12 +367,15 @@ class CRIService:
     def _publish(self, id: str, kind: int, sandbox_id: str,
                  status: pb.ContainerStatus | None = None) -> None:
         with self._lock:  # one STOPPED per container or pod, whoever notices first
-            if kind == pb.CONTAINER_STOPPED_EVENT:
+            if kind == pb.CONTAINER_STARTED_EVENT:
+                self._announced.add(id)
+            elif kind == pb.CONTAINER_STOPPED_EVENT:
                 if id in self._stopped:
                     return
                 self._stopped.add(id)
             elif kind == pb.CONTAINER_DELETED_EVENT:
                 self._stopped.discard(id)
+                self._announced.discard(id)
         if not self.events.subscribers:
             return
         ev = pb.ContainerEventResponse(container_id=id, container_event_type=kind,  # type: ignore[arg-type]
@@ -391,23 +398,37 @@ class CRIService:
         self._publish(id, kind, c.sandbox_id, self._status(c))
 
     def poll_exits(self, *, publish: bool = True) -> None:
-        """Send CONTAINER_STOPPED for containers and pods that stopped on their own."""
+        """Send CONTAINER_STOPPED for containers and pods that stopped on their own.
+
+        Only for those whose STARTED event went out (so STOPPED never comes first); with
+        ``publish=False`` it just records what is running and what already stopped.
+        """
         for c in self.manager.list_containers():
+            if not publish and c.state == ContainerState.CONTAINER_RUNNING:
+                with self._lock:
+                    self._announced.add(c.id)
             if c.state == ContainerState.CONTAINER_EXITED:
-                if publish:
-                    self._publish(c.id, pb.CONTAINER_STOPPED_EVENT, c.sandbox_id,
-                                  self._status(c) if self.events.subscribers else None)
-                else:
+                with self._lock:
+                    announced = c.id in self._announced
+                if not publish:
                     with self._lock:
                         self._stopped.add(c.id)
+                elif announced:  # else its STARTED is on the way: next round
+                    self._publish(c.id, pb.CONTAINER_STOPPED_EVENT, c.sandbox_id,
+                                  self._status(c) if self.events.subscribers else None)
         for sb in self.manager.list_sandboxes():
             fresh = self._fresh_sandbox(sb.id)
+            if not publish and fresh is not None and fresh.state == SandboxState.SANDBOX_READY:
+                with self._lock:
+                    self._announced.add(sb.id)
             if fresh is not None and fresh.state == SandboxState.SANDBOX_NOTREADY:
-                if publish:
-                    self._publish(sb.id, pb.CONTAINER_STOPPED_EVENT, sb.id)
-                else:
+                with self._lock:
+                    announced = sb.id in self._announced
+                if not publish:
                     with self._lock:
                         self._stopped.add(sb.id)
+                elif announced:
+                    self._publish(sb.id, pb.CONTAINER_STOPPED_EVENT, sb.id)
 
     def start_monitor(self, interval: float = 1.0) -> None:
         """Poll for exits every ``interval`` seconds in a thread (containerd's exit monitor)."""
@@ -889,6 +910,48 @@ class CRIService:
         out.images.extend(self._image_message(g) for g in self._grouped_images().values())
         return out
 
+    # -- Stream* list RPCs (cri-api v0.36): the list RPCs' results in batches ------------------
+
+    def StreamPodSandboxes(self, request: pb.StreamPodSandboxesRequest,
+                           active: Callable[[], bool] = lambda: True,
+                           ) -> Iterator[pb.StreamPodSandboxesResponse]:
+        """``ListPodSandbox`` in batches of :data:`STREAM_BATCH`."""
+        items = list(self.ListPodSandbox(pb.ListPodSandboxRequest(filter=request.filter)).items)
+        return _batches(items, lambda b: pb.StreamPodSandboxesResponse(pod_sandboxes=b), active)
+
+    def StreamContainers(self, request: pb.StreamContainersRequest,
+                         active: Callable[[], bool] = lambda: True,
+                         ) -> Iterator[pb.StreamContainersResponse]:
+        """``ListContainers`` in batches."""
+        items = list(self.ListContainers(
+            pb.ListContainersRequest(filter=request.filter)).containers)
+        return _batches(items, lambda b: pb.StreamContainersResponse(containers=b), active)
+
+    def StreamContainerStats(self, request: pb.StreamContainerStatsRequest,
+                             active: Callable[[], bool] = lambda: True,
+                             ) -> Iterator[pb.StreamContainerStatsResponse]:
+        """``ListContainerStats`` in batches."""
+        items = list(self.ListContainerStats(
+            pb.ListContainerStatsRequest(filter=request.filter)).stats)
+        return _batches(items, lambda b: pb.StreamContainerStatsResponse(container_stats=b),
+                        active)
+
+    def StreamPodSandboxStats(self, request: pb.StreamPodSandboxStatsRequest,
+                              active: Callable[[], bool] = lambda: True,
+                              ) -> Iterator[pb.StreamPodSandboxStatsResponse]:
+        """``ListPodSandboxStats`` in batches."""
+        items = list(self.ListPodSandboxStats(
+            pb.ListPodSandboxStatsRequest(filter=request.filter)).stats)
+        return _batches(items, lambda b: pb.StreamPodSandboxStatsResponse(pod_sandbox_stats=b),
+                        active)
+
+    def StreamImages(self, request: pb.StreamImagesRequest,
+                     active: Callable[[], bool] = lambda: True,
+                     ) -> Iterator[pb.StreamImagesResponse]:
+        """``ListImages`` in batches."""
+        items = list(self.ListImages(pb.ListImagesRequest(filter=request.filter)).images)
+        return _batches(items, lambda b: pb.StreamImagesResponse(images=b), active)
+
     def ImageStatus(self, request: pb.ImageStatusRequest) -> pb.ImageStatusResponse:
         """The image, or an empty response when it is not present (as kubelet expects)."""
         ref = _required(request.image.image, "image.image")
@@ -957,6 +1020,15 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in (b"Z", b"X")
+
+
+def _batches(items: Sequence[Any], wrap: Callable[[Sequence[Any]], Any],
+             active: Callable[[], bool]) -> Iterator[Any]:
+    """``items`` in messages of at most :data:`STREAM_BATCH` (one message when empty)."""
+    for start in range(0, max(len(items), 1), STREAM_BATCH):
+        if not active():
+            return
+        yield wrap(items[start:start + STREAM_BATCH])
 
 
 def _same_ref(a: str, b: str) -> bool:
