@@ -39,6 +39,7 @@ from podkit._manager import (
     ContainerFilter,
     ContainerState,
     PauseConfig,
+    Sandbox,
     SandboxFilter,
     SandboxManager,
     SandboxState,
@@ -417,7 +418,7 @@ class CRIService:
                     self._publish(c.id, pb.CONTAINER_STOPPED_EVENT, c.sandbox_id,
                                   self._status(c) if self.events.subscribers else None)
         for sb in self.manager.list_sandboxes():
-            fresh = self._fresh_sandbox(sb.id)
+            fresh = self._fresh(sb)
             if not publish and fresh is not None and fresh.state == SandboxState.SANDBOX_READY:
                 with self._lock:
                     self._announced.add(sb.id)
@@ -601,22 +602,22 @@ class CRIService:
              else SandboxFilter())
         out = pb.ListPodSandboxResponse()
         for sb in self.manager.list_sandboxes(attrs.evolve(f, state=None)):
-            fresh = self._fresh_sandbox(sb.id)
+            fresh = self._fresh(sb)
             if fresh is not None and (f.state is None or fresh.state == f.state):
                 out.items.append(sandbox_to_cri(fresh))
         return out
 
-    def _fresh_sandbox(self, id: str) -> Any:
+    def _fresh_sandbox(self, id: str) -> Sandbox | None:
         """The pod's record with its state checked: ``/proc/<pause pid>`` while it lives,
         the manager's runtime check (a runc exec) only when the pause seems gone."""
         found = [sb for sb in self.manager.list_sandboxes(SandboxFilter(id=id)) if sb.id == id]
-        if not found:
-            return None
-        sb = found[0]
+        return self._fresh(found[0]) if found else None
+
+    def _fresh(self, sb: Sandbox) -> Sandbox | None:
         if sb.state != SandboxState.SANDBOX_READY or _alive(sb.pid):
             return sb
         with contextlib.suppress(NotFoundError):
-            return self.manager.sandbox_status(id)
+            return self.manager.sandbox_status(sb.id)
         return None
 
     # -- containers -----------------------------------------------------------------------------
@@ -643,6 +644,7 @@ class CRIService:
             raise NotFoundError(f"pod_sandbox_id {sandbox_id!r}: no such pod sandbox")
         ref = config.image
         key = ""
+        img: _image.Image | None = None
         if os.path.isabs(ref):
             if not os.path.isdir(ref):
                 raise NotFoundError(f"config.image.image {ref!r}: no such rootfs directory")
@@ -660,9 +662,8 @@ class CRIService:
                 image_id=img.config.digest, rootfs_id=key, stop_signal=stop)
             self._save_image(key, info)
         try:
-            if key:
-                rootfs = _image.create_rootfs(self.store, self.store.get(info.image), key,
-                                              mode=self.rootfs_mode)
+            if img is not None:
+                rootfs = _image.create_rootfs(self.store, img, key, mode=self.rootfs_mode)
                 info = attrs.evolve(info, rootfs=str(rootfs.path))
                 self._save_image(key, info)
                 final = attrs.evolve(final, image=str(rootfs.path))
