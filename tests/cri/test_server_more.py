@@ -175,3 +175,40 @@ def test_cni_config_written_after_start(bridge: None, crun_harness: Harness,
             assert cond["NetworkReady"].status
         finally:
             mgr.remove_all()
+
+
+def test_port_mapping_and_mounts(crun_harness: Harness, tmp_path: Path) -> None:
+    h = crun_harness
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "index.html").write_text("hello over cri\n")
+    cfg = pod_config()
+    cfg.port_mappings.add(protocol=pb.TCP, container_port=80, host_port=18081)
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
+    try:
+        ccfg = container_config("httpd", ["httpd", "-f", "-p", "80", "-h", "/www"])
+        ccfg.mounts.add(container_path="/www", host_path=str(www), readonly=True)
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=ccfg)).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+        assert [(m.container_path, m.host_path, m.readonly) for m in st.mounts] == [
+            ("/www", str(www), True)]
+        ip = h.rt.PodSandboxStatus(pb.PodSandboxStatusRequest(
+            pod_sandbox_id=sid)).status.network.ip
+        gateway = ip.rsplit(".", 1)[0] + ".1"
+        body = b""
+        for _ in range(50):  # httpd may not listen yet
+            try:
+                with socket.create_connection((gateway, 18081), timeout=5) as s:
+                    s.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+                    while chunk := s.recv(4096):
+                        body += chunk
+                break
+            except ConnectionRefusedError:
+                import time
+
+                time.sleep(0.1)
+        assert body.endswith(b"hello over cri\n"), body
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
