@@ -54,6 +54,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager
 
+    done = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    # from the start: a signal during recovery stops the server as soon as it is up
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     claim_socket(args.socket)  # before any work: refuse when another server listens
     root = Path(args.root).absolute()
     state = root / "cri" / "state"
@@ -96,13 +104,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if streaming is not None:
                 streaming.stop()
             raise
-        done = threading.Event()
-
-        def stop(signum: int, frame: FrameType | None) -> None:
-            done.set()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
         where = f", streaming on {streaming.base_url}" if streaming is not None else ""
         print(f"podkit cri: serving on {server.address}{where} ({len(report.sandboxes)} pods, "
               f"{len(report.containers)} containers recovered)", file=sys.stderr, flush=True)
