@@ -210,5 +210,11 @@ def test_port_mapping_and_mounts(crun_harness: Harness, tmp_path: Path) -> None:
 
                 time.sleep(0.1)
         assert body.endswith(b"hello over cri\n"), body
+        net = h.rt.PodSandboxStats(pb.PodSandboxStatsRequest(
+            pod_sandbox_id=sid)).stats.linux.network
+        assert net.default_interface.name == "eth0"
+        assert net.default_interface.rx_bytes.value > 0
+        assert net.default_interface.tx_bytes.value >= len(body)
+        assert [i.name for i in net.interfaces] == ["eth0"]
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

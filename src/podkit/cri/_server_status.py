@@ -28,6 +28,7 @@ __all__ = [
     "container_to_cri",
     "filesystem_usage",
     "image_to_cri",
+    "network_usage",
     "sandbox_stats_to_cri",
     "sandbox_status_to_cri",
     "sandbox_to_cri",
@@ -139,10 +140,42 @@ def container_stats_to_cri(stats: ContainerStats, c: Container,
 
 def sandbox_stats_to_cri(stats: SandboxStats, sb: Sandbox,
                          containers: Mapping[str, Container]) -> pb.PodSandboxStats:
-    """``PodSandboxStats``: the pod's sums and the stats of ``containers`` (records by ID)."""
+    """``PodSandboxStats``: the pod's sums, the stats of ``containers`` (records by ID) and
+    the pod's network counters."""
     stats = attrs.evolve(stats, containers=tuple(
         s for s in stats.containers if s.id in containers))
-    return convert.pod_sandbox_stats_to_cri(stats, sb, containers)
+    out = convert.pod_sandbox_stats_to_cri(stats, sb, containers)
+    if not sb.host_network:
+        net = network_usage(sb.pid)
+        if net is not None:
+            out.linux.network.CopyFrom(net)
+    return out
+
+
+def network_usage(pid: int, default: str = "eth0") -> pb.NetworkUsage | None:
+    """Interface counters of the network namespace ``pid`` is in (``/proc/<pid>/net/dev``);
+    ``None`` when the process is gone. ``lo`` is left out, as in containerd."""
+    try:
+        with open(f"/proc/{pid}/net/dev") as f:
+            lines = f.read().splitlines()[2:]
+    except OSError:
+        return None
+    out = pb.NetworkUsage(timestamp=time.time_ns())
+    for line in lines:
+        name, _, counters = line.partition(":")
+        name = name.strip()
+        fields = counters.split()
+        if name == "lo" or len(fields) < 11:
+            continue
+        iface = pb.NetworkInterfaceUsage(name=name)
+        iface.rx_bytes.value = int(fields[0])
+        iface.rx_errors.value = int(fields[2])
+        iface.tx_bytes.value = int(fields[8])
+        iface.tx_errors.value = int(fields[10])
+        out.interfaces.append(iface)
+        if name == default:
+            out.default_interface.CopyFrom(iface)
+    return out
 
 
 def _repository(name: str) -> str:
