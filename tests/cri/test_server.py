@@ -104,6 +104,11 @@ def test_kubelet_sequence(harness: Harness, tmp_path: Path) -> None:
     ls = h.rt.ListContainerStats(pb.ListContainerStatsRequest(
         filter=pb.ContainerStatsFilter(pod_sandbox_id=sid)))
     assert [s.attributes.id for s in ls.stats] == [cid]
+    # the second sample has a CPU rate (kubelet's usage_nano_cores)
+    assert not stats.cpu.HasField("usage_nano_cores")
+    again = h.rt.ContainerStats(pb.ContainerStatsRequest(container_id=cid)).stats
+    assert again.cpu.HasField("usage_nano_cores")
+    assert again.cpu.usage_core_nano_seconds.value >= stats.cpu.usage_core_nano_seconds.value
     pstats = h.rt.PodSandboxStats(pb.PodSandboxStatsRequest(pod_sandbox_id=sid)).stats
     assert pstats.attributes.id == sid
     assert pstats.linux.process.process_count.value >= 2

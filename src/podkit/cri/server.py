@@ -307,6 +307,7 @@ class CRIService:
         self._stopped: set[str] = set()
         self._announced: set[str] = set()
         self._users: dict[str, pb.ContainerUser | None] = {}
+        self._cpu_samples: dict[str, tuple[int, int]] = {}
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
         (self.state_dir / "containers").mkdir(parents=True, exist_ok=True)
@@ -357,6 +358,7 @@ class CRIService:
         with self._lock:
             img = self._images.pop(id, None)
             self._users.pop(id, None)
+            self._cpu_samples.pop(id, None)
         if img is None:
             return
         if img.rootfs_id:
@@ -577,6 +579,8 @@ class CRIService:
             self._publish(c.id, pb.CONTAINER_DELETED_EVENT, id)
         if sb is not None:
             self._publish(id, pb.CONTAINER_DELETED_EVENT, id)
+        with self._lock:
+            self._cpu_samples.pop(id, None)
         return pb.RemovePodSandboxResponse()
 
     def PodSandboxStatus(self, request: pb.PodSandboxStatusRequest,
@@ -825,7 +829,19 @@ class CRIService:
         if img.rootfs_id:
             upper = self.store.root / "containers" / img.rootfs_id / "upper"
             layer = filesystem_usage(upper if upper.is_dir() else img.rootfs)
-        return container_stats_to_cri(stats, c, layer)
+        out = container_stats_to_cri(stats, c, layer)
+        self._cpu_rate(c.id, out.cpu)
+        return out
+
+    def _cpu_rate(self, key: str, cpu: pb.CpuUsage) -> None:
+        """``usage_nano_cores`` from this sample and the previous one of ``key`` (kubelet's
+        ``kubectl top`` numbers); unset on the first sample."""
+        now, used = cpu.timestamp, cpu.usage_core_nano_seconds.value
+        with self._lock:
+            prev = self._cpu_samples.get(key)
+            self._cpu_samples[key] = (now, used)
+        if prev is not None and now > prev[0] and used >= prev[1]:
+            cpu.usage_nano_cores.value = (used - prev[1]) * 10**9 // (now - prev[0])
 
     def ContainerStats(self, request: pb.ContainerStatsRequest) -> pb.ContainerStatsResponse:
         """CPU, memory and writable layer usage of one container."""
@@ -848,11 +864,17 @@ class CRIService:
         return out
 
     def _sandbox_stats(self, id: str) -> pb.PodSandboxStats:
-        sb = self.manager.sandbox_status(id)
+        sb = self._fresh_sandbox(id)
+        if sb is None:
+            raise NotFoundError(f"pod_sandbox_id {id!r}: no such pod sandbox")
         stats = self.manager.sandbox_stats(id)
         running = {c.id: c for c in self.manager.list_containers(ContainerFilter(
             pod_sandbox_id=id, state=ContainerState.CONTAINER_RUNNING)) if c.sandbox_id == id}
-        return sandbox_stats_to_cri(stats, sb, running)
+        out = sandbox_stats_to_cri(stats, sb, running)
+        self._cpu_rate(id, out.linux.cpu)
+        for cs in out.linux.containers:
+            self._cpu_rate(cs.attributes.id, cs.cpu)
+        return out
 
     def PodSandboxStats(self, request: pb.PodSandboxStatsRequest) -> pb.PodSandboxStatsResponse:
         """The pod's CPU, memory and process usage, with its running containers' stats."""
