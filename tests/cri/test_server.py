@@ -442,3 +442,30 @@ def test_exec_sync_timeout_is_deadline_exceeded(harness: Harness) -> None:
         assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_create_by_image_id_as_kubelet_does(harness: Harness) -> None:
+    """kubelet pulls (or asks ImageStatus), then creates with the image ID it got back and the
+    name from the pod spec as user_specified_image."""
+    h = harness
+    image_id = h.img.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=BUSYBOX))) \
+        .image.id
+    sid, _ = _run_pod(h)
+    try:
+        cfg = container_config("byid", image=image_id)
+        cfg.image.user_specified_image = "pk-cri/busybox:1"
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=cfg)).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+        assert st.state == pb.CONTAINER_RUNNING
+        assert (st.image.image, st.image_id) == ("pk-cri/busybox:1", image_id)
+        assert st.image_ref.startswith("localhost/pk-cri/busybox@sha256:")
+        # the manifest digest works too
+        manifest = h.store.get(BUSYBOX).target.digest
+        cid2 = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("bydigest", image=manifest))).container_id
+        st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid2)).status
+        assert (st.image.image, st.image_id) == (BUSYBOX, image_id)
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

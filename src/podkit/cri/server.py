@@ -627,8 +627,14 @@ class CRIService:
     # -- containers -----------------------------------------------------------------------------
 
     def _resolve(self, ref: str) -> tuple[_image.Image, _image.ImageConfig]:
+        """An image by reference, by image ID (config digest: what kubelet sends, the ID
+        PullImage/ImageStatus gave it) or by manifest digest."""
         if not ref:
             raise InvalidArgumentError("config.image.image: required (an image reference)")
+        if ref.startswith("sha256:"):
+            by_id = self._grouped_images().get(ref)
+            if by_id:
+                return by_id[0], self.store.config(by_id[0])
         try:
             img = self.store.get(ref)
         except _image.ReferenceError as exc:
@@ -662,7 +668,8 @@ class CRIService:
                 icfg.stop_signal, f"StopSignal of image {img.name}")
             key = secrets.token_hex(32)
             info = ContainerImage(
-                image=img.name, image_ref=f"{_repo(img.name)}@{img.target.digest}",
+                image=request.config.image.user_specified_image or img.name,
+                image_ref=f"{_repo(img.name)}@{img.target.digest}",
                 image_id=img.config.digest, rootfs_id=key, stop_signal=stop)
             self._save_image(key, info)
         try:
