@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,12 +178,6 @@ class Raw:
         return self.pids[id]
 
 
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t0 = time.perf_counter()
-    result = fn()
-    return time.perf_counter() - t0, result
-
-
 OPS = ("run_sandbox", "create+start", "stop+remove")
 
 
@@ -210,29 +203,43 @@ def make_raw(probe: SandboxManager, work: Path, run: Path, ctr_cfg: ContainerCon
                ctr_spec)
 
 
+def _run_op(op: str, variant: str, round_: str, raw: Raw, managers: dict[str, SandboxManager],
+            ctr_cfg: ContainerConfig, pods: dict[str, str]) -> None:
+    """One operation of one variant in round ``round_`` (``pods``: its sandbox IDs)."""
+    raw_sb, raw_ctr = f"pk-pod-raw-{round_}", f"pk-pod-rawc-{round_}"
+    if variant == "raw":
+        if op == "run_sandbox":
+            raw.run_sandbox(raw_sb)
+        elif op == "create+start":
+            raw.create_start(raw_ctr, raw.pause_pid(raw_sb))
+        else:
+            raw.stop_remove(raw_sb, raw_ctr)
+        return
+    mgr = managers[variant]
+    if op == "run_sandbox":
+        cfg = SandboxConfig(metadata=PodSandboxMetadata(name=f"b-{variant}-{round_}"))
+        pods[variant] = mgr.run_sandbox(cfg).id
+    elif op == "create+start":
+        mgr.start_container(mgr.create_container(pods[variant], ctr_cfg))
+    else:
+        mgr.remove_sandbox(pods[variant])
+
+
 def measure(n: int, managers: dict[str, SandboxManager], raw: Raw, ctr_cfg: ContainerConfig
             ) -> dict[str, dict[str, list[float]]]:
-    """n pods per variant, interleaved: run_sandbox, create+start, stop+remove."""
-    times: dict[str, dict[str, list[float]]] = {v: {o: [] for o in OPS}
-                                                 for v in ("raw", *managers)}
+    """n pods per variant. Each operation runs for every variant back to back (raw included),
+    in an order rotated every round, so load changes on this shared host hit all alike."""
+    variants = ["raw", *managers]
+    times: dict[str, dict[str, list[float]]] = {v: {o: [] for o in OPS} for v in variants}
+    tag = uuid.uuid4().hex[:8]
     for i in range(n):
-        for variant, mgr in managers.items():
-            cfg = SandboxConfig(metadata=PodSandboxMetadata(name=f"b-{variant}-{i}"))
-            t, sb = timed(lambda cfg=cfg, mgr=mgr: mgr.run_sandbox(cfg))
-            times[variant]["run_sandbox"].append(t)
-            t, _ = timed(lambda mgr=mgr, sb=sb: mgr.start_container(
-                mgr.create_container(sb.id, ctr_cfg)))
-            times[variant]["create+start"].append(t)
-            t, _ = timed(lambda mgr=mgr, sb=sb: mgr.remove_sandbox(sb.id))
-            times[variant]["stop+remove"].append(t)
-        sid, ctr = f"pk-pod-raw-{uuid.uuid4().hex[:8]}", f"pk-pod-rawc-{uuid.uuid4().hex[:8]}"
-        t, _ = timed(lambda sid=sid: raw.run_sandbox(sid))
-        times["raw"]["run_sandbox"].append(t)
-        pid = raw.pause_pid(sid)
-        t, _ = timed(lambda ctr=ctr, pid=pid: raw.create_start(ctr, pid))
-        times["raw"]["create+start"].append(t)
-        t, _ = timed(lambda sid=sid, ctr=ctr: raw.stop_remove(sid, ctr))
-        times["raw"]["stop+remove"].append(t)
+        order = variants[i % len(variants):] + variants[:i % len(variants)]
+        pods: dict[str, str] = {}
+        for op in OPS:
+            for variant in order:
+                t0 = time.perf_counter()
+                _run_op(op, variant, f"{tag}-{i}", raw, managers, ctr_cfg, pods)
+                times[variant][op].append(time.perf_counter() - t0)
     return times
 
 
