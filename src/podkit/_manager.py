@@ -783,6 +783,8 @@ class SandboxManager:
                 errors.append(exc)
                 continue
             sb.steps = tuple(s for s in sb.steps if s != step)
+            if not sb.steps:
+                break  # all undone: every caller drops the record next, no write needed
             with contextlib.suppress(Exception):  # best effort: the record only shrinks
                 self._save(sb)
         return errors
