@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,28 @@ def test_importing_podkit_cri_needs_no_grpc() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "CRIService"
+
+
+def test_events_stream_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    from podkit.cri import server as srv
+
+    monkeypatch.setattr(srv, "EVENTS_BACKLOG", 2)
+    svc = object.__new__(srv.CRIService)  # only the events part is used here
+    svc.events = srv._Events()
+    deadline = time.monotonic() + 30  # a broken stream fails the test instead of hanging
+    stream = svc.GetContainerEvents(pb.GetEventsRequest(), lambda: time.monotonic() < deadline)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(next(stream).container_id))
+    reader.start()  # the stream subscribes when it is first read
+    while not svc.events.subscribers:
+        time.sleep(0.01)
+    svc.events.publish(pb.ContainerEventResponse(container_id="a"))
+    reader.join()
+    assert got == ["a"]  # a subscriber that keeps up gets everything
+    for name in "bcd":  # one more than the backlog while the stream does not read
+        svc.events.publish(pb.ContainerEventResponse(container_id=name))
+    assert svc.events.subscribers == 0
+    assert [next(stream).container_id for _ in range(2)] == ["b", "c"]
+    with pytest.raises(srv.EventsOverflowError, match="behind") as exc:
+        next(stream)
+    assert status_code_name(exc.value) == "RESOURCE_EXHAUSTED"

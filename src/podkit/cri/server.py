@@ -77,10 +77,12 @@ from podkit.errors import (
 from podkit.runtime.errors import RuntimeTimeoutError
 
 __all__ = [
+    "EVENTS_BACKLOG",
     "RUNTIME_API_VERSION",
     "RUNTIME_NAME",
     "CRIService",
     "ContainerImage",
+    "EventsOverflowError",
     "Server",
     "StreamingServer",
     "UnimplementedError",
@@ -152,6 +154,8 @@ def status_code_name(exc: BaseException) -> str:
         return "FAILED_PRECONDITION"
     if isinstance(exc, RuntimeTimeoutError):
         return "DEADLINE_EXCEEDED"
+    if isinstance(exc, EventsOverflowError):
+        return "RESOURCE_EXHAUSTED"
     return "UNKNOWN"
 
 
@@ -213,36 +217,59 @@ def _now() -> int:
     return time.time_ns()
 
 
+class EventsOverflowError(PodkitError):
+    """An events stream fell more than ``EVENTS_BACKLOG`` events behind and was ended
+    (``RESOURCE_EXHAUSTED``; the client subscribes again)."""
+
+
+EVENTS_BACKLOG = 1000
+"""Events a stream may have waiting before it is ended."""
+
+
 class _Events:
-    """Container events: one queue per subscribed stream."""
+    """Container events: one bounded queue per subscribed stream."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queues: list[queue.Queue[pb.ContainerEventResponse | None]] = []
+        self._overflowed: set[int] = set()
 
     def subscribe(self) -> queue.Queue[pb.ContainerEventResponse | None]:
-        q: queue.Queue[pb.ContainerEventResponse | None] = queue.Queue()
+        q: queue.Queue[pb.ContainerEventResponse | None] = queue.Queue(EVENTS_BACKLOG)
         with self._lock:
             self._queues.append(q)
         return q
+
+    def overflowed(self, q: queue.Queue[pb.ContainerEventResponse | None]) -> bool:
+        with self._lock:
+            return id(q) in self._overflowed
 
     def unsubscribe(self, q: queue.Queue[pb.ContainerEventResponse | None]) -> None:
         with self._lock:
             if q in self._queues:
                 self._queues.remove(q)
-        q.put(None)
+            self._overflowed.discard(id(q))
 
     def publish(self, event: pb.ContainerEventResponse) -> None:
         with self._lock:
             queues = list(self._queues)
         for q in queues:
-            q.put(event)
+            try:
+                q.put_nowait(event)
+            except queue.Full:
+                with self._lock:
+                    if q in self._queues:
+                        self._queues.remove(q)
+                    self._overflowed.add(id(q))
 
     def close(self) -> None:
         with self._lock:
             queues, self._queues = self._queues, []
         for q in queues:
-            q.put(None)
+            with contextlib.suppress(queue.Full):
+                q.put_nowait(None)
+            with self._lock:
+                self._overflowed.add(id(q))  # a full queue ends at its next poll
 
     @property
     def subscribers(self) -> int:
@@ -464,6 +491,10 @@ class CRIService:
                 try:
                     ev = q.get(timeout=1.0)
                 except queue.Empty:
+                    if self.events.overflowed(q):
+                        raise EventsOverflowError(
+                            f"events stream more than {EVENTS_BACKLOG} events behind: "
+                            "ended, subscribe again") from None
                     continue
                 if ev is None:
                     return
