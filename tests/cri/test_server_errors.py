@@ -227,3 +227,18 @@ def test_streaming_urls_come_from_the_streaming_server(harness: Harness, pod: st
                grpc.StatusCode.NOT_FOUND, "e" * 64)
     finally:
         h.server.service.streaming = None
+
+
+def test_rootfs_of_containers_removed_behind_the_servers_back(harness: Harness) -> None:
+    """A pod removal that failed half-way (the manager already dropped some containers) still
+    frees their rootfs when it is retried."""
+    h = harness
+    before = _State(h)
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+    cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sid, config=container_config("gone"))).container_id
+    key = h.server.service._image_of(cid).rootfs_id
+    h.manager.remove_container(cid)  # as if by the failed first attempt
+    assert key in {r.container_id for r in image.list_rootfs(h.store)}
+    h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    assert _State(h) == before

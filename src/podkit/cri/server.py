@@ -381,6 +381,14 @@ class CRIService:
         with self._lock:
             return self._images.get(id) or ContainerImage(container_id=id)
 
+    def _sweep_images(self) -> None:
+        """Remove the rootfs and records of containers the manager no longer has."""
+        known = {c.id for c in self.manager.list_containers()}
+        with self._lock:
+            gone = [id for id in self._images if id not in known]
+        for id in gone:
+            self._forget_image(id)
+
     def _forget_image(self, id: str) -> None:
         with self._lock:
             img = self._images.pop(id, None)
@@ -604,9 +612,11 @@ class CRIService:
             self.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=id))
         containers = [c for c in self.manager.list_containers(ContainerFilter(pod_sandbox_id=id))
                       if c.sandbox_id == id]
-        self.manager.remove_sandbox(id)
+        try:
+            self.manager.remove_sandbox(id)
+        finally:
+            self._sweep_images()  # also the rootfs of containers a failed removal got to
         for c in containers:
-            self._forget_image(c.id)
             self._publish(c.id, pb.CONTAINER_DELETED_EVENT, id)
         if sb is not None:
             self._publish(id, pb.CONTAINER_DELETED_EVENT, id)
