@@ -216,7 +216,7 @@ def _retarget(spec: oci.Spec, old: str, new: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--json", help="write the measurements to this file")
     opts = parser.parse_args()
     if os.environ.get("PODKIT_ISOLATED") != "1" or os.geteuid() != 0:
