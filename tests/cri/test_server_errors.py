@@ -160,6 +160,11 @@ def test_unknown_ids(harness: Harness, pod: str) -> None:
         (h.rt.PodSandboxStats, pb.PodSandboxStatsRequest(pod_sandbox_id=nope)),
     ):
         _fails(call, req, grpc.StatusCode.NOT_FOUND, nope)
+    _fails(h.rt.UpdatePodSandboxResources,
+           pb.UpdatePodSandboxResourcesRequest(pod_sandbox_id=nope),
+           grpc.StatusCode.NOT_FOUND, nope)
+    h.rt.UpdatePodSandboxResources(pb.UpdatePodSandboxResourcesRequest(
+        pod_sandbox_id=pod, resources=pb.LinuxContainerResources(cpu_shares=512)))
     # idempotent stop/remove of unknown IDs succeed
     h.rt.StopContainer(pb.StopContainerRequest(container_id=nope))
     h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=nope))

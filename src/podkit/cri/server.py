@@ -624,6 +624,18 @@ class CRIService:
             self._cpu_samples.pop(id, None)
         return pb.RemovePodSandboxResponse()
 
+    def UpdatePodSandboxResources(self, request: pb.UpdatePodSandboxResourcesRequest,
+                                  ) -> pb.UpdatePodSandboxResourcesResponse:
+        """Accept the pod's new overhead and resources (containerd: only NRI sees them; the
+        containers' own limits come through UpdateContainerResources)."""
+        id = _required(request.pod_sandbox_id, "pod_sandbox_id")
+        if self._fresh_sandbox(id) is None:
+            raise NotFoundError(f"pod_sandbox_id {id!r}: no such pod sandbox")
+        for field in ("overhead", "resources"):
+            if request.HasField(field):
+                linux_resources_from_cri(getattr(request, field), path=field)
+        return pb.UpdatePodSandboxResourcesResponse()
+
     def PodSandboxStatus(self, request: pb.PodSandboxStatusRequest,
                          ) -> pb.PodSandboxStatusResponse:
         """The pod's state, IPs and namespaces, and its containers' statuses."""
