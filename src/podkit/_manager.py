@@ -31,6 +31,7 @@ import attrs
 import cattrs
 
 from podkit import _cri_rules, cni, netns, oci
+from podkit import image as _image
 from podkit._config import (
     ContainerConfig,
     LinuxContainerResources,
@@ -41,9 +42,11 @@ from podkit._files import atomic_write, file_lock, validate_id
 from podkit.container import (
     ContainerConfigError,
     DeviceInjector,
+    ImageDefaults,
     PodContext,
     _with_resources,
     build_container_spec,
+    validate_container_config,
 )
 from podkit.errors import (
     AlreadyExistsError,
@@ -87,6 +90,7 @@ __all__ = [
     "SandboxStats",
     "default_network_config",
     "default_networks",
+    "pause_config",
 ]
 
 SANDBOX_STEPS = ("netns", "network", "files", "pause")
@@ -131,9 +135,11 @@ class PauseConfig:
     """The pause program: a rootfs directory and the command that sleeps forever in it.
 
     busybox works: ``PauseConfig(rootfs="/srv/busybox")`` runs ``sleep 2147483647``.
+    ``PauseConfig(image="localhost/pause:1")`` (no rootfs) names an image in the manager's
+    ``images`` store instead: see :func:`pause_config`.
     """
 
-    rootfs: str
+    rootfs: str = ""
     args: tuple[str, ...] = ("sleep", "2147483647")
     env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
     image: str = ""
@@ -173,7 +179,11 @@ class Sandbox:
 
 @attrs.define(kw_only=True)
 class Container:
-    """A container as the manager records it (CRI ``ContainerStatus`` plus progress)."""
+    """A container as the manager records it (CRI ``ContainerStatus`` plus progress).
+
+    ``image_ref`` is the store image its rootfs was made from and ``rootfs_key`` that rootfs'
+    ID in the store (both ``""`` when ``config.image`` is a rootfs directory).
+    """
 
     id: str
     sandbox_id: str
@@ -192,6 +202,8 @@ class Container:
     phase: str = "creating"
     steps: tuple[str, ...] = ()
     pid_namespace_owner: bool = False
+    image_ref: str = ""
+    rootfs_key: str = ""
 
     @property
     def mounts(self) -> Sequence[Any]:
@@ -413,6 +425,92 @@ def _cgroup_stats(id: str, cgroups_path: str) -> ContainerStats:
     )
 
 
+PAUSE_ROOTFS_PREFIX = "cri-pause-"
+"""Key prefix of the shared pause rootfs in an image store (the CRI server's, kept compatible)."""
+
+
+def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
+    """The pause program from ``pause``: an absolute rootfs directory, or an image in ``store``.
+
+    An image gets one rootfs shared by every pause of that image (store key
+    ``cri-pause-<config digest>``, reused across restarts; an empty or broken one is made
+    again) and runs its Entrypoint + Cmd with its Env.
+    """
+    if os.path.isabs(pause) and os.path.isdir(pause):
+        return PauseConfig(rootfs=pause, image=pause)
+    try:
+        img = store.get(pause)
+    except _image.ReferenceError as exc:
+        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
+    except NotFoundError:
+        raise NotFoundError(
+            f"pause image {pause!r}: not in the image store {store.root} and not a rootfs "
+            "directory (import or pull it first)") from None
+    cfg = store.config(img)
+    try:
+        args = _image.process_args(cfg)
+    except _image.ImageError as exc:
+        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
+    key = PAUSE_ROOTFS_PREFIX + img.config.digest.partition(":")[2][:32]
+    try:
+        rootfs = _image.get_rootfs(store, key)
+        if not rootfs.path.is_dir() or not any(rootfs.path.iterdir()):
+            _image.remove_rootfs(store, key)
+            raise NotFoundError(key)
+    except NotFoundError:
+        rootfs = _image.create_rootfs(store, img, key)
+    env = tuple(cfg.env) or PauseConfig().env
+    return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
+
+
+def _find_image(store: _image.ImageStore, ref: str) -> _image.Image:
+    """An image by reference, by image ID (config digest) or by manifest/target digest."""
+    try:
+        if ref.startswith("sha256:"):
+            for img in store.list():
+                if img.config.digest == ref:
+                    return img
+        return store.get(ref)
+    except _image.ReferenceError as exc:
+        raise ContainerConfigError(f"image {ref!r}: {exc}") from None
+    except NotFoundError:
+        raise NotFoundError(
+            f"image {ref!r}: not found in the image store {store.root} (import or pull it "
+            "first)") from None
+
+
+def _image_defaults(img: _image.Image, cfg: _image.ImageConfig) -> ImageDefaults:
+    """What the image config contributes to the container spec."""
+    entrypoint = cfg.entrypoint or ()
+    return ImageDefaults(
+        env=tuple(cfg.env), entrypoint=() if entrypoint == ("",) else tuple(entrypoint),
+        cmd=tuple(cfg.cmd or ()), working_dir=cfg.working_dir or "", user=cfg.user or "",
+        name=img.name)
+
+
+def _signal_number(name: str, where: str) -> int:
+    """A Linux signal number from an image ``StopSignal`` (``SIGTERM``, ``TERM``, ``15``,
+    ``SIGRTMIN+3``)."""
+    text = name.strip().upper()
+    if text.isdigit():
+        number = int(text)
+    else:
+        text = text if text.startswith("SIG") else "SIG" + text
+        base, plus, offset = text.partition("+")
+        base, minus, back = base.partition("-") if not plus else (base, "", "")
+        try:
+            number = int(_signal.Signals[base])
+            if plus:
+                number += int(offset)
+            elif minus:
+                number -= int(back)
+        except (KeyError, ValueError):
+            raise ContainerConfigError(f"{where}: unknown signal {name!r}") from None
+    if not 0 < number < _signal.NSIG:
+        raise ContainerConfigError(f"{where}: unknown signal {name!r}")
+    return number
+
+
 class SandboxManager:
     """Run pods: netns, CNI, sandbox files, a pause container, then application containers.
 
@@ -422,6 +520,9 @@ class SandboxManager:
     (``None``: host-network pods only); ``cdi`` resolves CDI devices; ``pause`` the pause program
     (``None``: infra-less pods, their IPC and UTS namespaces pinned by bind mounts);
     ``supervisor`` defaults to conmon, so containers, logs and exit codes outlive this process.
+    ``images`` is the image store that ``ContainerConfig.image`` references (and a pause given
+    as ``PauseConfig(image=...)``) are resolved in; each such container gets its own rootfs
+    there (``rootfs_mode``: ``auto``, ``overlay`` or ``copy``), removed with the container.
     One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
     """
 
@@ -437,9 +538,21 @@ class SandboxManager:
         *,
         netns_dir: str = netns.DEFAULT_DIR,
         netns_prefix: str = "podkit-",
+        images: _image.ImageStore | None = None,
+        rootfs_mode: str = "auto",
     ) -> None:
+        if rootfs_mode not in ("auto", "overlay", "copy"):
+            raise InvalidArgumentError(
+                f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
+        if pause is not None and not pause.rootfs and pause.image:
+            if images is None:
+                raise InvalidArgumentError(
+                    f"pause image {pause.image!r}: needs an image store (images=) or a rootfs")
+            pause = pause_config(images, pause.image)
         if pause is not None and not Path(pause.rootfs).is_dir():
             raise InvalidArgumentError(f"pause rootfs {pause.rootfs!r} is not a directory")
+        self.images = images
+        self.rootfs_mode = rootfs_mode
         self.root_dir = Path(root_dir).absolute()
         self.state_dir = Path(state_dir).absolute()
         self.runtime = runtime
@@ -952,16 +1065,33 @@ class SandboxManager:
         """Validate and build the container's spec and bundle (CREATED); its ID.
 
         The runtime sees the container at :meth:`start_container` (supervisors create and start
-        in one step). Bad configs fail here, before anything is written.
+        in one step). Bad configs fail here, before anything is written. ``config.image`` is an
+        absolute rootfs directory, or (with ``images``) an image reference, image ID or digest:
+        the container then gets its own rootfs from the store and the image's defaults
+        (entrypoint, cmd, env, working dir, user, stop signal); an error after the rootfs was
+        made removes it again.
         """
         sb = self._get_sandbox(sandbox_id)
         with self._sandbox_lock(sandbox_id):
             if sb.state != SandboxState.SANDBOX_READY or sb.phase != "created":
                 raise ConflictError(f"sandbox {sandbox_id} is not ready")
             rootfs = config.image
-            if not os.path.isabs(rootfs) or not os.path.isdir(rootfs):
+            img: _image.Image | None = None
+            defaults = None
+            if self.images is not None and not os.path.isabs(rootfs):
+                if not rootfs:
+                    raise ContainerConfigError("image: required (a rootfs directory or an image)")
+                img = _find_image(self.images, rootfs)
+                icfg = self.images.config(img)
+                defaults = _image_defaults(img, icfg)
+                if not config.stop_signal and icfg.stop_signal:
+                    config = attrs.evolve(config, stop_signal=_signal_number(
+                        icfg.stop_signal, f"StopSignal of image {img.name}"))
+            elif not os.path.isabs(rootfs) or not os.path.isdir(rootfs):
                 raise ContainerConfigError(
-                    f"image {rootfs!r}: must be an existing rootfs directory (absolute path)")
+                    f"image {rootfs!r}: must be an existing rootfs directory (absolute path)"
+                    + ("" if os.path.isabs(rootfs) else
+                       " or an image reference (this manager has no image store)"))
             target = None
             ns = config.linux.security_context.namespace_options
             if ns.pid == NamespaceMode.TARGET:
@@ -989,31 +1119,60 @@ class SandboxManager:
                 c.pid_namespace_owner = True
             elif "pause" not in sb.steps and ns.pid == NamespaceMode.POD:
                 c.pid_namespace_owner = True  # joins the owner's namespace, can stand in for it
-            spec = build_container_spec(
-                build_config, pod, id=c.id, rootfs=rootfs,
-                target_pid_namespace=target, oom_score_floor=self.oom_score_floor, cdi=self.cdi,
-            )
-            c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
+
+            def build(rootfs: str) -> oci.Spec:
+                return build_container_spec(
+                    build_config, pod, id=c.id, rootfs=rootfs, image=defaults,
+                    target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
+                    cdi=self.cdi,
+                )
+
             if sb.config.log_directory and config.log_path:
                 c.log_path = os.path.join(sb.config.log_directory, config.log_path)
+            if img is None:
+                spec = build(rootfs)
+            else:  # the image's rootfs is needed to build (user names are looked up in it)
+                validate_container_config(build_config, pod)
             self._reserve(c.name, c.id, "container")
             try:
+                if img is not None:
+                    assert self.images is not None
+                    # recorded before it exists: recover() removes it after a crash
+                    c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
+                    self._save(c)
+                    made = _image.create_rootfs(self.images, img, c.rootfs_key,
+                                                mode=self.rootfs_mode)
+                    spec = build(str(made.path))
+                c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
                 # bundle first, then the record: recover() removes bundles without a record
                 bundle = self._container_dir(c.id) / "bundle"
                 bundle.mkdir(parents=True)
                 spec.dump(bundle / "config.json")
-                c.steps = ("bundle",)
+                c.steps = (*c.steps, "bundle")
                 c.phase = "created"
                 self._save(c)
                 with self._lock:
                     self._containers[c.id] = c
-            except BaseException:
-                with contextlib.suppress(Exception):
+            except BaseException as exc:
+                try:
                     self._forget_container(c)
+                except Exception as e:  # the record stays: recover() retries
+                    exc.add_note(f"cleanup after the failure also failed: {e}")
+                    self._release(c.name, c.id)
                 raise
             return c.id
 
     def _forget_container(self, c: Container) -> None:
+        if c.rootfs_key:  # before the record goes: a failure keeps it for a later retry
+            if self.images is None:
+                raise PodkitError(
+                    f"container {c.id}: its rootfs {c.rootfs_key!r} (image {c.image_ref}) is "
+                    "in an image store this manager was not given (images=)")
+            try:
+                _image.remove_rootfs(self.images, c.rootfs_key)
+            except OSError as exc:
+                raise PodkitError(f"container {c.id}: remove rootfs {c.rootfs_key}: {exc}") \
+                    from exc
         shutil.rmtree(self._container_dir(c.id), ignore_errors=True)
         self._drop_record("containers", c.id)
         with self._lock:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
         SandboxStats,
         default_network_config,
         default_networks,
+        pause_config,
     )
 
 # The manager lives in podkit._manager (it imports podkit.container, which imports this module);
@@ -58,7 +59,7 @@ _MANAGER_NAMES = frozenset({
     "INFRALESS_STEPS", "SANDBOX_STEPS", "Container", "ContainerFilter", "ContainerState",
     "ContainerStats",
     "PauseConfig", "RecoveryReport", "Sandbox", "SandboxFilter", "SandboxManager", "SandboxState",
-    "SandboxStats", "default_network_config", "default_networks",
+    "SandboxStats", "default_network_config", "default_networks", "pause_config",
 })
 
 
@@ -104,6 +105,7 @@ __all__ = [
     "build_sandbox_spec",
     "default_network_config",
     "default_networks",
+    "pause_config",
     "selinux_label",
     "validate_sandbox_config",
 ]

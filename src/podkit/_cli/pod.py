@@ -2,7 +2,7 @@
 
 The YAML mirrors the CRI shapes field for field (snake_case), enums by name::
 
-    pause: {rootfs: /srv/busybox}            # or --pause-rootfs
+    pause: {rootfs: /srv/busybox}            # or --pause-rootfs; or {image: REF}
     sandbox:
       metadata: {name: web, namespace: demo}
       hostname: web
@@ -13,6 +13,12 @@ The YAML mirrors the CRI shapes field for field (snake_case), enums by name::
         image: /srv/busybox                   # a rootfs directory
         command: [httpd, -f, -p, "80"]
         log_path: httpd.log
+      - metadata: {name: app}
+        image: localhost/app:1                # or an image in the --image-root store
+
+Image references, image IDs and digests are resolved in the image store under
+``--image-root`` (default ``/var/lib/podkit``, the store ``podkit image`` fills); each such
+container gets its own rootfs there, removed with the container.
 
 Pods run under conmon and outlive the command; every command opens the same state dir and
 ``recover()``s it first, so a half-done run from a killed command is undone.
@@ -40,6 +46,7 @@ from podkit._config import (
     SupplementalGroupsPolicy,
 )
 from podkit.errors import InvalidArgumentError, NotFoundError
+from podkit.image import ImageStore
 from podkit.runtime import Runc, read_cri_log
 from podkit.sandbox import (
     Container,
@@ -52,15 +59,18 @@ from podkit.sandbox import (
 
 DEFAULT_ROOT = "/var/lib/podkit/pods"
 DEFAULT_STATE = "/run/podkit/pods"
+DEFAULT_IMAGE_ROOT = "/var/lib/podkit"
 
 
 @attrs.frozen(kw_only=True)
 class PodFile:
-    """A pod file: the sandbox config, its containers, and optionally the pause rootfs."""
+    """A pod file: the sandbox config, its containers, and optionally the pause rootfs
+    (a directory) or pause image (a reference in the image store)."""
 
     sandbox: SandboxConfig
     containers: tuple[ContainerConfig, ...] = ()
     pause_rootfs: str = ""
+    pause_image: str = ""
 
 
 def _converter() -> cattrs.Converter:
@@ -107,10 +117,12 @@ def load_pod_file(path: str | Path) -> PodFile:
         detail = "; ".join(cattrs.transform_error(exc, path=where))
         raise InvalidArgumentError(f"{p}: {detail}") from None
     pause = data.get("pause") or {}
-    if not isinstance(pause, dict) or set(pause) - {"rootfs"}:
-        raise InvalidArgumentError(f"{p}: pause must be a mapping with only 'rootfs'")
+    if not isinstance(pause, dict) or set(pause) - {"rootfs", "image"} or len(pause) > 1:
+        raise InvalidArgumentError(
+            f"{p}: pause must be a mapping with only 'rootfs' or only 'image'")
     return PodFile(sandbox=sandbox, containers=tuple(containers),
-                   pause_rootfs=str(pause.get("rootfs", "")))
+                   pause_rootfs=str(pause.get("rootfs", "")),
+                   pause_image=str(pause.get("image", "")))
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -118,6 +130,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", default=DEFAULT_STATE, help="records, conmon and runtime state")
     p.add_argument("--runtime", default="runc", help="OCI runtime binary (runc, crun)")
     p.add_argument("--pause-rootfs", default="", help="rootfs with a sleep program (busybox)")
+    p.add_argument("--image-root", default=DEFAULT_IMAGE_ROOT,
+                   help=f"image store for image references (default {DEFAULT_IMAGE_ROOT}, "
+                   "as for podkit image --root)")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -159,13 +174,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     logs.set_defaults(func=cmd_logs)
 
 
-def _manager(args: argparse.Namespace, pause_rootfs: str = "", *,
-             infraless: bool = False) -> SandboxManager:
+def _image_store(args: argparse.Namespace, needed: bool) -> ImageStore | None:
+    """The store under ``--image-root`` when the pod needs it or it exists (removals need the
+    store that holds their containers' rootfs); ``None`` otherwise (nothing is created)."""
+    if needed or (Path(args.image_root) / "image").is_dir():
+        return ImageStore(args.image_root)
+    return None
+
+
+def _manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: str = "",
+             infraless: bool = False, images_needed: bool = False) -> SandboxManager:
     state = Path(args.state)
     # commands other than run never start a pause: "/" stands in for its rootfs
-    pause = None if infraless else PauseConfig(rootfs=pause_rootfs or args.pause_rootfs or "/")
+    pause = None if infraless else PauseConfig(
+        rootfs="" if pause_image else (pause_rootfs or args.pause_rootfs or "/"),
+        image=pause_image)
     mgr = SandboxManager(args.root, state, Runc(args.runtime, root=state / "runc"),
-                         default_networks(state), pause=pause)
+                         default_networks(state), pause=pause,
+                         images=_image_store(args, images_needed or bool(pause_image)))
     mgr.recover()
     return mgr
 
@@ -190,10 +216,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run the pod, then create and start each container; undo the pod if one fails."""
     pod = load_pod_file(args.file)
     pause = args.pause_rootfs or pod.pause_rootfs
-    if not pause and not args.no_pause:
+    image = "" if args.pause_rootfs else pod.pause_image
+    if not pause and not image and not args.no_pause:
         raise InvalidArgumentError(
-            f"{args.file}: no pause rootfs (pause.rootfs, --pause-rootfs or --no-pause)")
-    with _manager(args, pause, infraless=args.no_pause) as mgr:
+            f"{args.file}: no pause rootfs (pause.rootfs, pause.image, --pause-rootfs or "
+            "--no-pause)")
+    needed = any(not c.image.startswith("/") for c in pod.containers)
+    with _manager(args, pause, pause_image=image, infraless=args.no_pause,
+                  images_needed=needed) as mgr:
         sb = mgr.run_sandbox(pod.sandbox)
         try:
             ids = []
