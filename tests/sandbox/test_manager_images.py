@@ -53,7 +53,8 @@ def test_signal_number_accepts_image_spellings() -> None:
     assert _signal_number("9", "x") == 9
     assert _signal_number("SIGRTMIN+3", "x") == signal.SIGRTMIN + 3
     for bad in ("SIGNOPE", "0", "999", "SIGRTMIN+x"):
-        with pytest.raises(ContainerConfigError, match=re.escape(f"StopSignal of image a: unknown signal {bad!r}")):
+        message = re.escape(f"StopSignal of image a: unknown signal {bad!r}")
+        with pytest.raises(ContainerConfigError, match=message):
             _signal_number(bad, "StopSignal of image a")
 
 
@@ -312,4 +313,61 @@ def test_crash_after_the_rootfs_is_undone_by_recover(
     finally:
         m.close()
     assert leftovers(base, m) == []
+    assert leaked(before) == []
+
+
+POD_YAML = """
+sandbox:
+  metadata: {{name: pk-pod-img, namespace: demo}}
+  log_directory: {logs}
+containers:
+  - metadata: {{name: app}}
+    image: {image}
+    log_path: app.log
+pause: {{image: {pause}}}
+"""
+
+
+def test_pod_file_pause_image(tmp_path: Path) -> None:
+    from podkit._cli.pod import load_pod_file
+    from podkit.errors import InvalidArgumentError
+
+    f = tmp_path / "pod.yaml"
+    f.write_text(POD_YAML.format(logs="/l", image=APP, pause=PAUSE))
+    pod = load_pod_file(f)
+    assert (pod.pause_image, pod.pause_rootfs, pod.containers[0].image) == (PAUSE, "", APP)
+    f.write_text(f.read_text().replace("pause: {image: ", "pause: {rootfs: /r, image: "))
+    with pytest.raises(InvalidArgumentError, match="only 'rootfs' or only 'image'"):
+        load_pod_file(f)
+
+
+@pytest.mark.integration
+def test_pod_cli_runs_images_from_the_image_root(
+    store: ImageStore, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from podkit.cli import main
+
+    _leaks.register_runtime_root(tmp_path / "state" / "runc")
+    _leaks.register_ipam_dir(tmp_path / "state" / "ipam")
+    before = snapshot()
+    args = ["--root", str(tmp_path / "root"), "--state", str(tmp_path / "state"),
+            "--image-root", str(store.root.parent)]
+    f = tmp_path / "pod.yaml"
+    f.write_text(POD_YAML.format(logs=tmp_path / "logs", image=APP, pause=PAUSE))
+    try:
+        assert main(["pod", "run", str(f), *args]) == 0, capsys.readouterr().err
+        assert "container app" in capsys.readouterr().out
+        assert len(_container_rootfs(store)) == 1
+        assert main(["pod", "exec", *args, "pk-pod-img", "app", "--", "sh", "-c",
+                     "echo $GREETING; pwd; id -u"]) == 0
+        assert capsys.readouterr().out == "hello-from-image\n/data\n1000\n"
+        f.write_text(POD_YAML.format(logs=tmp_path / "logs", image="localhost/pk-pod/nope:2",
+                                     pause=PAUSE).replace("pk-pod-img", "pk-pod-img2"))
+        assert main(["pod", "run", str(f), *args]) == 1
+        assert "'localhost/pk-pod/nope:2': not found" in capsys.readouterr().err
+        assert main(["pod", "rm", "pk-pod-img", *args]) == 0
+        assert _container_rootfs(store) == set()
+    finally:
+        main(["pod", "rm", "pk-pod-img", *args])
+        subprocess.run(["ip", "link", "del", "pk0"], check=False, capture_output=True)
     assert leaked(before) == []
