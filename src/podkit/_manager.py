@@ -549,8 +549,10 @@ class SandboxManager:
                 raise InvalidArgumentError(
                     f"pause image {pause.image!r}: needs an image store (images=) or a rootfs")
             pause = pause_config(images, pause.image)
-        if pause is not None and not Path(pause.rootfs).is_dir():
-            raise InvalidArgumentError(f"pause rootfs {pause.rootfs!r} is not a directory")
+        if pause is not None and (not pause.rootfs or not Path(pause.rootfs).is_dir()):
+            raise InvalidArgumentError(
+                f"pause rootfs {pause.rootfs!r} is not a directory" if pause.rootfs else
+                "pause: give a rootfs directory or an image (PauseConfig(rootfs=) or image=)")
         self.images = images
         self.rootfs_mode = rootfs_mode
         self.root_dir = Path(root_dir).absolute()

@@ -371,3 +371,14 @@ def test_pod_cli_runs_images_from_the_image_root(
         main(["pod", "rm", "pk-pod-img", *args])
         subprocess.run(["ip", "link", "del", "pk0"], check=False, capture_output=True)
     assert leaked(before) == []
+
+
+def test_pause_needs_a_rootfs_or_an_image_in_a_store(tmp_path: Path) -> None:
+    from podkit.errors import InvalidArgumentError
+
+    for pause, message in ((PauseConfig(), "give a rootfs directory or an image"),
+                           (PauseConfig(image=PAUSE), "needs an image store")):
+        with pytest.raises(InvalidArgumentError, match=message):
+            SandboxManager(tmp_path / "root", tmp_path / "state", Runc("runc"), None,
+                           pause=pause)
+    assert not (tmp_path / "state").exists()
