@@ -335,3 +335,6 @@ class ContainerConfig:
     linux: LinuxContainerConfig = attrs.field(factory=LinuxContainerConfig)
     cdi_devices: Sequence[str] = ()
     stop_signal: int = 0
+    """The Linux signal number that stops the container (``signal.SIGTERM``, not the CRI
+    ``Signal`` enum: ``podkit.cri.convert`` maps between them); 0 = unset: the image's
+    ``StopSignal``, else ``SIGTERM``."""

@@ -116,7 +116,12 @@ def _clear_unsupported_container(msg: pb.ContainerConfig) -> pb.ContainerConfig:
     sc.ClearField("apparmor_profile")
     sc.ClearField("seccomp_profile_path")
     sc.namespace_options.SetInParent()
+    # Signal aliases come back under the names Python's signal module uses
+    msg.stop_signal = SIGNAL_ALIASES.get(msg.stop_signal, msg.stop_signal)
     return msg
+
+
+SIGNAL_ALIASES = {pb.SIGCLD: pb.SIGCHLD, pb.SIGIOT: pb.SIGABRT, pb.SIGPOLL: pb.SIGIO}
 
 
 def _clear_unsupported_sandbox(msg: pb.PodSandboxConfig) -> pb.PodSandboxConfig:
@@ -238,7 +243,9 @@ container_configs = st.builds(
         ),
     ),
     cdi_devices=TEXTS,
-    stop_signal=st.sampled_from(sorted(pb.Signal.values())),
+    # Linux signal numbers the CRI can name (0: unset)
+    stop_signal=st.sampled_from(
+        [0, *range(1, 32), *range(signal.SIGRTMIN, signal.SIGRTMAX + 1)]),
 )
 
 # --- round trips --------------------------------------------------------------------------
@@ -414,8 +421,9 @@ def test_container_fields_with_other_names() -> None:
     assert config.mounts[0].uid_mappings == (m.IDMapping(host_id=1000, container_id=0,
                                                          length=1),)
     assert config.image == "busybox"
-    assert config.stop_signal == pb.SIGTERM == 23
+    assert config.stop_signal == signal.SIGTERM == 15  # the Linux number, not the CRI 23
     back = convert.container_config_to_cri(config)
+    assert back.stop_signal == pb.SIGTERM
     assert [d.name for d in back.CDI_devices] == list(config.cdi_devices)
     assert back.envs[0].value == "é".encode()
 
@@ -525,8 +533,12 @@ def test_model_values_that_do_not_fit_name_the_field() -> None:
     assert _error(lambda: convert.sandbox_config_to_cri(config)).path == (
         "config.port_mappings[1].container_port"
     )
-    c = m.ContainerConfig(metadata=m.ContainerMetadata(name="c"), image="i", stop_signal=99)
-    assert _error(lambda: convert.container_config_to_cri(c)).path == "config.stop_signal"
+    for bad in (99, 32, 33, -1, 65):  # not Linux signals, or ones the CRI has no name for
+        c = m.ContainerConfig(metadata=m.ContainerMetadata(name="c"), image="i",
+                              stop_signal=bad)
+        err = _error(lambda: convert.container_config_to_cri(c))  # noqa: B023
+        assert err.path == "config.stop_signal"
+        assert f"Linux signal {bad} has no CRI Signal name" in str(err)
     bad_env = m.ContainerConfig(metadata=m.ContainerMetadata(name="c"), image="i",
                                 envs=(m.KeyValue(key="K", value="\ud800"),))
     assert _error(lambda: convert.container_config_to_cri(bad_env)).path == (
@@ -620,7 +632,7 @@ def _sandbox(**fields: Any) -> Sandbox:
 def _record(**fields: Any) -> Container:
     config = m.ContainerConfig(
         metadata=m.ContainerMetadata(name="httpd", attempt=1), image="/srv/busybox",
-        labels={"tier": "web"}, annotations={"k": "v"}, stop_signal=pb.SIGQUIT,
+        labels={"tier": "web"}, annotations={"k": "v"}, stop_signal=signal.SIGQUIT,
         mounts=(m.Mount(container_path="/www", host_path="/srv/www", readonly=True),),
         linux=m.LinuxContainerConfig(resources=m.LinuxContainerResources(cpu_shares=512)),
     )
@@ -754,6 +766,30 @@ def test_signal_numbers() -> None:
     assert all(n is not None and 0 < n <= signal.SIGRTMAX for n in numbers)
     with pytest.raises(ConversionError, match="stop_signal: unknown Signal value 66"):
         convert.signal_number(66)
+    with pytest.raises(ConversionError, match=r"^config\.stop_signal: unknown Signal value 66"):
+        convert.signal_number(66, path="config.stop_signal")
+
+
+def test_cri_signals_invert_signal_numbers() -> None:
+    assert convert.cri_signal(0) == pb.RUNTIME_DEFAULT
+    assert convert.cri_signal(signal.SIGTERM) == pb.SIGTERM == 23
+    assert convert.cri_signal(signal.SIGRTMIN + 3) == pb.SIGRTMINPLUS3
+    assert convert.cri_signal(signal.SIGRTMAX - 1) == pb.SIGRTMAXMINUS1
+    # aliases go back under Python's names
+    assert convert.cri_signal(signal.SIGCHLD) == pb.SIGCHLD
+    assert convert.cri_signal(signal.SIGABRT) == pb.SIGABRT
+    assert convert.cri_signal(signal.SIGIO) == pb.SIGIO
+    named = [0, *range(1, 32), *range(signal.SIGRTMIN, signal.SIGRTMAX + 1)]
+    for n in named:
+        assert convert.signal_number(convert.cri_signal(n)) == (n or None)
+    for value in pb.Signal.values():
+        number = convert.signal_number(value) or 0
+        assert convert.signal_number(convert.cri_signal(number)) == (number or None)
+    for bad in set(range(-2, 70)) - set(named):
+        with pytest.raises(ConversionError, match=rf"^x\.y: Linux signal {bad} has no CRI"):
+            convert.cri_signal(bad, path="x.y")
+    with pytest.raises(ConversionError, match="not a signal number: True"):
+        convert.cri_signal(True)
 
 
 def test_package_exports() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import signal
 import threading
 import time
 from pathlib import Path
@@ -467,5 +468,34 @@ def test_create_by_image_id_as_kubelet_does(harness: Harness) -> None:
             pod_sandbox_id=sid, config=container_config("bydigest", image=manifest))).container_id
         st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid2)).status
         assert (st.image.image, st.image_id) == (BUSYBOX, image_id)
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_stop_signal_from_the_request(harness: Harness) -> None:
+    """The CRI Signal (SIGUSR1 is 29 there) becomes the Linux number the manager keeps and the
+    runtime sends (10); the status gives the CRI one back."""
+    h = harness
+    sid, _ = _run_pod(h)
+    try:
+        cfg = container_config("usr1", ["sh", "-c", "trap 'exit 9' USR1; touch /tmp/ready; "
+                                        "while true; do sleep 0.1; done"],
+                               stop_signal=pb.SIGUSR1)
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=cfg)).container_id
+        assert h.server.service.manager.container_status(cid).config.stop_signal == \
+            signal.SIGUSR1
+        assert h.rt.ContainerStatus(pb.ContainerStatusRequest(
+            container_id=cid)).status.stop_signal == pb.SIGUSR1
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        for _ in range(200):  # stop only once the trap is set
+            if h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["test", "-e", "/tmp/ready"],
+                                                timeout=5)).exit_code == 0:
+                break
+            time.sleep(0.05)
+        h.rt.StopContainer(pb.StopContainerRequest(container_id=cid, timeout=10))
+        st = _wait_state(h, cid, pb.CONTAINER_EXITED)
+        assert st.stop_signal == pb.SIGUSR1
+        assert st.exit_code == 9  # the trap ran: USR1, not SIGTERM (143) nor SIGKILL (137)
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
 import time
@@ -18,8 +19,10 @@ from podkit._config import (
 )
 from podkit.cri import api_pb2 as pb
 from podkit.cri.server import (
+    ContainerImage,
     UnimplementedError,
     _apply_image_config,
+    _container_image,
     _repo,
     _signal_value,
     claim_socket,
@@ -86,10 +89,12 @@ def test_no_command_anywhere() -> None:
         _apply_image_config(_cfg(), ImageConfig())
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("SIGTERM", pb.SIGTERM), ("TERM", pb.SIGTERM), ("15", pb.SIGTERM), ("sigquit", pb.SIGQUIT),
-    ("SIGRTMIN+3", pb.SIGRTMINPLUS3), ("SIGRTMAX-2", pb.SIGRTMAXMINUS2), ("SIGNOPE", None),
-    ("99", None), ("", 0), (None, 0),
+@pytest.mark.parametrize(("text", "value"), [  # Linux signal numbers, not the CRI enum
+    ("SIGTERM", signal.SIGTERM), ("TERM", signal.SIGTERM), ("15", signal.SIGTERM),
+    ("sigquit", signal.SIGQUIT), ("SIGRTMIN+3", signal.SIGRTMIN + 3),
+    ("SIGRTMAX-2", signal.SIGRTMAX - 2), ("40", 40), (" usr1 ", signal.SIGUSR1),
+    ("SIGNOPE", None), ("99", None), ("0", None), ("32", None), ("RUNTIME_DEFAULT", None),
+    ("", 0), (None, 0),
 ])
 def test_stop_signal_of_image(text: str | None, value: int | None) -> None:
     if value is None:
@@ -97,6 +102,16 @@ def test_stop_signal_of_image(text: str | None, value: int | None) -> None:
             _signal_value(text, "StopSignal of image x")
     else:
         assert _signal_value(text, "StopSignal of image x") == value
+
+
+def test_server_record_of_an_older_version_loads() -> None:
+    # records once kept the CRI stop signal; it lives in the manager's config now
+    old = {"container_id": "c1", "image": "busybox", "rootfs_id": "k", "rootfs": "/r",
+           "stop_signal": pb.SIGTERM}
+    assert _container_image(old) == ContainerImage(container_id="c1", image="busybox",
+                                                   rootfs_id="k", rootfs="/r")
+    with pytest.raises(TypeError, match="not a JSON object: list"):
+        _container_image(["c1"])
 
 
 @pytest.mark.parametrize(("name", "repo"), [

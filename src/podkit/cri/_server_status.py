@@ -42,8 +42,9 @@ class ContainerImage:
 
     ``image``: the reference as the client gave it (normalised), ``image_ref``: the repo digest
     (``name@sha256:<manifest>``), ``image_id``: the config digest, ``rootfs_id``: the key of
-    the rootfs in the image store (``""`` when the image was a rootfs directory),
-    ``stop_signal``: the CRI ``Signal`` the container stops with.
+    the rootfs in the image store (``""`` when the image was a rootfs directory). The stop
+    signal (the image's ``StopSignal`` when the request left it unset) is in the manager's
+    ``Container.config.stop_signal``, a Linux signal number.
     """
 
     container_id: str = ""
@@ -52,7 +53,6 @@ class ContainerImage:
     image_id: str = ""
     rootfs_id: str = ""
     rootfs: str = ""
-    stop_signal: int = 0
 
 
 def sandbox_to_cri(sb: Sandbox) -> pb.PodSandbox:
@@ -96,10 +96,9 @@ def user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
 
 def container_status_to_cri(c: Container, img: ContainerImage,
                             user: pb.ContainerUser | None = None) -> pb.ContainerStatus:
-    """``ContainerStatus``: the manager's record plus the image, stop signal and user."""
-    cfg = attrs.evolve(c.config, stop_signal=img.stop_signal)
-    out = convert.container_status_to_cri(attrs.evolve(c, config=cfg),
-                                          image_ref=img.image_ref, image_id=img.image_id)
+    """``ContainerStatus``: the manager's record (stop signal included) plus the image and
+    user."""
+    out = convert.container_status_to_cri(c, image_ref=img.image_ref, image_id=img.image_id)
     _image_spec(out.image, img)
     if user is not None:
         out.user.CopyFrom(user)

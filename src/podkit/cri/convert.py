@@ -10,8 +10,10 @@ the work is mechanical; what is not:
   kubelet does.
 - ``KeyValue.value`` is bytes on the wire and ``str`` in podkit (UTF-8); ``CDI_devices`` become
   the device names; ``ContainerConfig.image`` is the ``ImageSpec.image`` reference; enums map by
-  number (``stop_signal`` keeps the CRI ``Signal`` number); an empty ``masked_paths`` or
-  ``readonly_paths`` means "the runtime's defaults" (``None``), as in containerd.
+  number, except ``stop_signal``: the model holds the Linux signal number (``signal.SIGTERM``,
+  0 for ``RUNTIME_DEFAULT``), the CRI its own ``Signal`` enum (``SIGTERM`` is 23 there); an empty
+  ``masked_paths`` or ``readonly_paths`` means "the runtime's defaults" (``None``), as in
+  containerd.
 - The deprecated ``seccomp_profile_path``/``apparmor_profile`` strings are read when the newer
   ``SecurityProfile`` field is unset. Windows parts and the ``ImageSpec`` details other than the
   reference are ignored (a Linux runtime has no use for them); image volumes (``Mount.image``)
@@ -80,6 +82,7 @@ __all__ = [
     "container_stats_to_cri",
     "container_status_to_cri",
     "container_to_cri",
+    "cri_signal",
     "linux_resources_from_cri",
     "linux_resources_to_cri",
     "pod_sandbox_filter_from_cri",
@@ -657,18 +660,25 @@ def container_config_from_cri(
             ),
         ),
         cdi_devices=tuple(d.name for d in msg.CDI_devices),
-        stop_signal=_signal(msg.stop_signal, f"{path}.stop_signal"),
+        stop_signal=signal_number(msg.stop_signal, path=f"{path}.stop_signal") or 0,
     )
 
 
-def signal_number(stop_signal: int) -> int | None:
+def _signal(value: object, path: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value not in pb.Signal.values():
+        raise ConversionError(path, f"unknown Signal value {value} (0..{max(pb.Signal.values())})")
+    return int(value)
+
+
+def signal_number(stop_signal: int, *, path: str = "stop_signal") -> int | None:
     """The Linux signal number of a CRI ``Signal`` value; ``None`` for ``RUNTIME_DEFAULT``.
 
-    ``ContainerConfig.stop_signal`` keeps the CRI enum number (``SIGTERM`` is 23 there, 15 on
-    Linux); this is what a runtime sends. ``SIGRTMINPLUSn``/``SIGRTMAXMINUSn`` count from the
-    C library's ``SIGRTMIN``/``SIGRTMAX`` (34 and 64 with glibc).
+    The CRI enum numbers its own way (``SIGTERM`` is 23 there, 15 on Linux);
+    ``ContainerConfig.stop_signal`` holds the Linux number, what a runtime sends.
+    ``SIGRTMINPLUSn``/``SIGRTMAXMINUSn`` count from the C library's ``SIGRTMIN``/``SIGRTMAX``
+    (34 and 64 with glibc). An unknown value is a ``ConversionError`` naming ``path``.
     """
-    name = pb.Signal.Name(_signal(stop_signal, "stop_signal"))
+    name = pb.Signal.Name(_signal(stop_signal, path))
     if name == "RUNTIME_DEFAULT":
         return None
     if name.startswith("SIGRTMINPLUS"):
@@ -678,10 +688,35 @@ def signal_number(stop_signal: int) -> int | None:
     return int(getattr(signal, name))
 
 
-def _signal(value: object, path: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value not in pb.Signal.values():
-        raise ConversionError(path, f"unknown Signal value {value} (0..{max(pb.Signal.values())})")
-    return int(value)
+def _cri_signals() -> dict[int, int]:
+    """Linux signal number -> CRI ``Signal`` value; aliases (``SIGCLD``, ``SIGIOT``,
+    ``SIGPOLL``) give way to the names Python uses (``SIGCHLD``, ``SIGABRT``, ``SIGIO``)."""
+    out: dict[int, int] = {0: pb.RUNTIME_DEFAULT}
+    for value in sorted(pb.Signal.values()):
+        number = signal_number(value)
+        if number is not None:
+            out.setdefault(number, value)
+    return out
+
+
+_CRI_SIGNALS = _cri_signals()
+
+
+def cri_signal(linux_number: int, *, path: str = "stop_signal") -> int:
+    """The CRI ``Signal`` value of a Linux signal number (0 gives ``RUNTIME_DEFAULT``).
+
+    The inverse of ``signal_number``. A number the CRI has no name for (32 and 33, which glibc
+    keeps for itself, or anything out of range) is a ``ConversionError`` naming ``path``.
+    """
+    if isinstance(linux_number, bool) or not isinstance(linux_number, int):
+        raise ConversionError(path, f"not a signal number: {linux_number!r}")
+    try:
+        return _CRI_SIGNALS[int(linux_number)]
+    except KeyError:
+        raise ConversionError(
+            path, f"Linux signal {linux_number} has no CRI Signal name "
+            f"(1..31, {int(signal.SIGRTMIN)}..{int(signal.SIGRTMAX)})"
+        ) from None
 
 
 def container_config_to_cri(
@@ -703,7 +738,7 @@ def container_config_to_cri(
         "stdin": config.stdin,
         "stdin_once": config.stdin_once,
         "tty": config.tty,
-        "stop_signal": _signal(config.stop_signal, f"{path}.stop_signal"),
+        "stop_signal": cri_signal(config.stop_signal, path=f"{path}.stop_signal"),
     })
     out.envs.extend(_each(config.envs, f"{path}.envs", _env_to))
     out.mounts.extend(_each(config.mounts, f"{path}.mounts", _mount_to))
@@ -819,7 +854,7 @@ def container_status_to_cri(
         "annotations": dict(c.config.annotations),
         "log_path": c.log_path,
         "image_id": image_id,
-        "stop_signal": _signal(c.config.stop_signal, "status.stop_signal"),
+        "stop_signal": cri_signal(c.config.stop_signal, path="status.stop_signal"),
     })
     out.mounts.extend(_each(c.config.mounts, "status.mounts", _mount_to))
     if c.config.linux.resources is not None:

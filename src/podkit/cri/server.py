@@ -18,7 +18,6 @@ import json
 import os
 import queue
 import secrets
-import signal as _signal
 import socket
 import stat
 import threading
@@ -62,6 +61,7 @@ from podkit.cri.convert import (
     ConversionError,
     container_config_from_cri,
     container_filter_from_cri,
+    cri_signal,
     linux_resources_from_cri,
     pod_sandbox_filter_from_cri,
     sandbox_config_from_cri,
@@ -278,22 +278,39 @@ class _Events:
 
 
 def _signal_value(name: str | None, where: str) -> int:
-    """The CRI ``Signal`` number of an image's ``StopSignal`` (``SIGTERM``, ``15``, ``TERM``)."""
+    """The Linux signal number of an image's ``StopSignal`` (``SIGTERM``, ``15``, ``TERM``,
+    ``SIGRTMIN+3``); 0 when unset. Only signals the CRI can name (statuses report it)."""
     if not name:
         return 0
-    text = name.upper()
+    text = name.strip().upper()
     if text.isdigit():
+        number = int(text)
         try:
-            text = _signal.Signals(int(text)).name
-        except ValueError:
-            raise InvalidArgumentError(f"{where}: unknown signal {name!r}") from None
+            cri_signal(number, path=where)
+        except ConversionError:
+            number = 0
+        if not number:
+            raise InvalidArgumentError(f"{where}: unknown signal {name!r}")
+        return number
     if not text.startswith("SIG"):
         text = "SIG" + text
     text = text.replace("SIGRTMIN+", "SIGRTMINPLUS").replace("SIGRTMAX-", "SIGRTMAXMINUS")
     try:
-        return pb.Signal.Value(text)
+        number = signal_number(pb.Signal.Value(text), path=where) or 0
     except ValueError:
-        raise InvalidArgumentError(f"{where}: unknown signal {name!r}") from None
+        number = 0
+    if not number:  # not a CRI name, or RUNTIME_DEFAULT
+        raise InvalidArgumentError(f"{where}: unknown signal {name!r}")
+    return number
+
+
+def _container_image(data: Any) -> ContainerImage:
+    """A server record from its JSON; keys this version does not know (older records kept the
+    CRI ``stop_signal``, now in the manager's config) are ignored."""
+    if not isinstance(data, dict):
+        raise TypeError(f"not a JSON object: {type(data).__name__}")
+    known = attrs.fields_dict(ContainerImage)
+    return ContainerImage(**{k: v for k, v in data.items() if k in known})
 
 
 class CRIService:
@@ -358,7 +375,7 @@ class CRIService:
         removed = []
         for path in sorted((self.state_dir / "containers").glob("*.json")):
             try:
-                img = ContainerImage(**json.loads(path.read_text()))
+                img = _container_image(json.loads(path.read_text()))
             except (OSError, ValueError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
@@ -711,19 +728,19 @@ class CRIService:
         if os.path.isabs(ref):
             if not os.path.isdir(ref):
                 raise NotFoundError(f"config.image.image {ref!r}: no such rootfs directory")
-            info = ContainerImage(image=ref, image_ref=ref, image_id=ref, rootfs=ref,
-                                  stop_signal=config.stop_signal)
+            info = ContainerImage(image=ref, image_ref=ref, image_id=ref, rootfs=ref)
             final = config
         else:
             img, icfg = self._resolve(ref)
             final = _apply_image_config(config, icfg)
-            stop = config.stop_signal or _signal_value(
-                icfg.stop_signal, f"StopSignal of image {img.name}")
+            if not config.stop_signal:  # RUNTIME_DEFAULT: the image's StopSignal, else SIGTERM
+                final = attrs.evolve(final, stop_signal=_signal_value(
+                    icfg.stop_signal, f"StopSignal of image {img.name}"))
             key = secrets.token_hex(32)
             info = ContainerImage(
                 image=request.config.image.user_specified_image or img.name,
                 image_ref=f"{_repo(img.name)}@{img.target.digest}",
-                image_id=img.config.digest, rootfs_id=key, stop_signal=stop)
+                image_id=img.config.digest, rootfs_id=key)
             self._save_image(key, info)
         try:
             if img is not None:
@@ -731,8 +748,6 @@ class CRIService:
                 info = attrs.evolve(info, rootfs=str(rootfs.path))
                 self._save_image(key, info)
                 final = attrs.evolve(final, image=str(rootfs.path))
-            # The manager sends stop_signal to the runtime as a Linux signal number.
-            final = attrs.evolve(final, stop_signal=signal_number(info.stop_signal) or 0)
             try:
                 cid = _with_field_prefix("config", lambda: self.manager.create_container(
                     sandbox_id, final))
