@@ -181,8 +181,10 @@ class Sandbox:
 class Container:
     """A container as the manager records it (CRI ``ContainerStatus`` plus progress).
 
-    ``image_ref`` is the store image its rootfs was made from and ``rootfs_key`` that rootfs'
-    ID in the store (both ``""`` when ``config.image`` is a rootfs directory).
+    ``image_ref`` is the store image its rootfs was made from (its name), ``image_id`` its
+    config digest, ``image_digest`` its manifest digest and ``rootfs_key`` that rootfs' ID in
+    the store (all ``""`` when ``config.image`` is a rootfs directory). ``meta`` holds what the
+    caller asked to keep with the record (the CRI server: the image name the user specified).
     """
 
     id: str
@@ -204,6 +206,9 @@ class Container:
     pid_namespace_owner: bool = False
     image_ref: str = ""
     rootfs_key: str = ""
+    image_id: str = ""
+    image_digest: str = ""
+    meta: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def mounts(self) -> Sequence[Any]:
@@ -488,9 +493,15 @@ def _image_defaults(img: _image.Image, cfg: _image.ImageConfig) -> ImageDefaults
         name=img.name)
 
 
+def _valid_stop_signal(number: int) -> bool:
+    """Whether ``number`` is a Linux signal the CRI can name (1..31, SIGRTMIN 34..SIGRTMAX 64):
+    statuses report the stop signal as a CRI ``Signal``; 32 and 33 are glibc's own."""
+    return 1 <= number <= 31 or 34 <= number <= 64
+
+
 def _signal_number(name: str, where: str) -> int:
     """A Linux signal number from an image ``StopSignal`` (``SIGTERM``, ``TERM``, ``15``,
-    ``SIGRTMIN+3``)."""
+    ``SIGRTMIN+3``); only signals ``_valid_stop_signal`` accepts."""
     text = name.strip().upper()
     if text.isdigit():
         number = int(text)
@@ -506,8 +517,9 @@ def _signal_number(name: str, where: str) -> int:
                 number -= int(back)
         except (KeyError, ValueError):
             raise ContainerConfigError(f"{where}: unknown signal {name!r}") from None
-    if not 0 < number < _signal.NSIG:
-        raise ContainerConfigError(f"{where}: unknown signal {name!r}")
+    if not _valid_stop_signal(number):
+        raise ContainerConfigError(
+            f"{where}: unknown signal {name!r} (want 1-31 or 34-64, SIGRTMIN..SIGRTMAX)")
     return number
 
 
@@ -1063,7 +1075,8 @@ class SandboxManager:
         return PodContext(id=sb.id, config=sb.config, files=self._files(sb),
                           namespace_paths=paths, hostname=hostname)
 
-    def create_container(self, sandbox_id: str, config: ContainerConfig) -> str:
+    def create_container(self, sandbox_id: str, config: ContainerConfig, *,
+                         meta: Mapping[str, str] | None = None) -> str:
         """Validate and build the container's spec and bundle (CREATED); its ID.
 
         The runtime sees the container at :meth:`start_container` (supervisors create and start
@@ -1071,8 +1084,13 @@ class SandboxManager:
         absolute rootfs directory, or (with ``images``) an image reference, image ID or digest:
         the container then gets its own rootfs from the store and the image's defaults
         (entrypoint, cmd, env, working dir, user, stop signal); an error after the rootfs was
-        made removes it again.
+        made removes it again. ``config.stop_signal`` is 0 (the image's, else SIGTERM) or a
+        signal the CRI can name (1-31, 34-64). ``meta`` is kept in the record as is.
         """
+        if config.stop_signal and not _valid_stop_signal(config.stop_signal):
+            raise ContainerConfigError(
+                f"stop_signal {config.stop_signal}: not a Linux signal the CRI can name (want "
+                "0 for the default, 1-31 or 34-64)")
         sb = self._get_sandbox(sandbox_id)
         with self._sandbox_lock(sandbox_id):
             if sb.state != SandboxState.SANDBOX_READY or sb.phase != "created":
@@ -1107,7 +1125,7 @@ class SandboxManager:
                     target = f"/proc/{t.pid}/ns/pid"
             c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
                           name=_cri_rules.container_name(config.metadata, sb.config.metadata),
-                          config=config, created_at=_now())
+                          config=config, created_at=_now(), meta=dict(meta or {}))
             pod = self._pod_context(sb)
             build_config = config
             if ns.pid == NamespaceMode.POD and "pid" not in pod.namespace_paths and \
@@ -1141,6 +1159,7 @@ class SandboxManager:
                     assert self.images is not None
                     # recorded before it exists: recover() removes it after a crash
                     c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
+                    c.image_id, c.image_digest = img.config.digest, img.target.digest
                     self._save(c)
                     made = _image.create_rootfs(self.images, img, c.rootfs_key,
                                                 mode=self.rootfs_mode)
@@ -1163,6 +1182,26 @@ class SandboxManager:
                     self._release(c.name, c.id)
                 raise
             return c.id
+
+    def adopt_rootfs(self, id: str, rootfs_key: str, *, image_ref: str = "",
+                     image_id: str = "", image_digest: str = "",
+                     meta: Mapping[str, str] | None = None) -> None:
+        """Record that the store rootfs ``rootfs_key`` (and that image) belongs to container
+        ``id``, so it is removed with it: for containers whose rootfs a caller made itself
+        (the CRI server did before the manager resolved images). ``meta`` is merged in."""
+        if self.images is None:
+            raise InvalidArgumentError(
+                f"container {id}: rootfs {rootfs_key!r} needs the image store (images=)")
+        c = self._get_container(id)
+        with self._sandbox_lock(c.sandbox_id):
+            if c.rootfs_key and c.rootfs_key != rootfs_key:
+                raise ConflictError(f"container {id} already has the rootfs {c.rootfs_key!r}")
+            c.rootfs_key = validate_id(rootfs_key, "rootfs key")
+            c.image_ref = image_ref or c.image_ref
+            c.image_id = image_id or c.image_id
+            c.image_digest = image_digest or c.image_digest
+            c.meta = {**c.meta, **(meta or {})}
+            self._save(c)
 
     def _forget_container(self, c: Container) -> None:
         if c.rootfs_key:  # before the record goes: a failure keeps it for a later retry

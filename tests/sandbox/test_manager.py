@@ -294,6 +294,10 @@ def _sc(**kw: Any) -> LinuxContainerConfig:
         pid=NamespaceMode.TARGET, target_id="nope"))), "no such container"),
     (lambda r: ctr(r, cdi_devices=["vendor.com/gpu=0"]), "no CDI cache"),
     (lambda r: ctr(r, name="bad_name"), "must not contain"),
+    (lambda r: ctr(r, stop_signal=32), r"stop_signal 32: not a Linux signal the CRI can name"),
+    (lambda r: ctr(r, stop_signal=33), r"stop_signal 33: "),
+    (lambda r: ctr(r, stop_signal=65), r"stop_signal 65: "),
+    (lambda r: ctr(r, stop_signal=-15), r"stop_signal -15: "),
 ])
 def test_bad_container_configs_fail_before_anything_is_created(
     parts: Any, tmp_path: Path, rootfs: Path, make: Any, message: str
@@ -306,6 +310,15 @@ def test_bad_container_configs_fail_before_anything_is_created(
     assert on_disk(tmp_path) == before
     assert m.list_containers() == []
     m.create_container(sb.id, ctr(rootfs))  # the name was not taken
+    m.remove_sandbox(sb.id)
+
+
+def test_stop_signals_the_cri_can_name_are_kept(parts: Any, rootfs: Path) -> None:
+    m, _rt, _ = parts
+    sb = m.run_sandbox(host_pod())
+    for i, sig in enumerate((0, 1, 15, 31, 34, 64)):
+        cid = m.create_container(sb.id, ctr(rootfs, name=f"c{i}", stop_signal=sig))
+        assert m.container_status(cid).config.stop_signal == sig
     m.remove_sandbox(sb.id)
 
 

@@ -52,7 +52,11 @@ def test_signal_number_accepts_image_spellings() -> None:
     assert _signal_number("usr1", "x") == signal.SIGUSR1
     assert _signal_number("9", "x") == 9
     assert _signal_number("SIGRTMIN+3", "x") == signal.SIGRTMIN + 3
-    for bad in ("SIGNOPE", "0", "999", "SIGRTMIN+x"):
+    assert _signal_number("SIGRTMAX-2", "x") == signal.SIGRTMAX - 2
+    assert [_signal_number(n, "x") for n in ("31", "34", "64", "SIGRTMAX")] == [31, 34, 64, 64]
+    # only what the CRI Signal enum can name: 32 and 33 (glibc's) and past SIGRTMAX are not
+    for bad in ("SIGNOPE", "0", "999", "SIGRTMIN+x", "32", "33", "65", "SIGRTMAX+1",
+                "SIGRTMIN-1", "RUNTIME_DEFAULT"):
         message = re.escape(f"StopSignal of image a: unknown signal {bad!r}")
         with pytest.raises(ContainerConfigError, match=message):
             _signal_number(bad, "StopSignal of image a")
