@@ -104,7 +104,8 @@ class Harness:
             cache = cdi.Cache(cdi_dirs, auto_refresh=False)
         self.manager = SandboxManager(base / "root", base / "state",
                                       Runc(runtime, root=base / "runc"), nets, cdi=cache,
-                                      pause=self.pause, netns_prefix="pk-cri-")
+                                      pause=self.pause, netns_prefix="pk-cri-",
+                                      images=self.store)
         self.manager.recover()
         self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE,
                             runtime_handler=runtime)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -462,6 +463,12 @@ def test_create_by_image_id_as_kubelet_does(harness: Harness) -> None:
         assert st.state == pb.CONTAINER_RUNNING
         assert (st.image.image, st.image_id) == ("pk-cri/busybox:1", image_id)
         assert st.image_ref.startswith("localhost/pk-cri/busybox@sha256:")
+        # the manager resolved the ID: its own rootfs in the store, the image's name (not the
+        # rootfs path) in the image-name annotation
+        spec = json.loads((h.manager.root_dir / "containers" / cid / "bundle" /
+                           "config.json").read_text())
+        assert spec["root"]["path"] == str(h.store.root / "containers" / cid / "rootfs")
+        assert spec["annotations"]["io.kubernetes.cri.image-name"] == h.store.get(BUSYBOX).name
         # the manifest digest works too
         manifest = h.store.get(BUSYBOX).target.digest
         cid2 = h.rt.CreateContainer(pb.CreateContainerRequest(

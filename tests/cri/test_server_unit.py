@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import socket
 import threading
 import time
@@ -10,21 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from podkit._config import (
-    ContainerConfig,
-    ContainerMetadata,
-    KeyValue,
-    LinuxContainerConfig,
-    LinuxContainerSecurityContext,
-)
 from podkit.cri import api_pb2 as pb
 from podkit.cri.server import (
     ContainerImage,
     UnimplementedError,
-    _apply_image_config,
-    _container_image,
+    _legacy_record,
     _repo,
-    _signal_value,
     claim_socket,
     status_code_name,
 )
@@ -35,7 +25,7 @@ from podkit.errors import (
     NotFoundError,
     PodkitError,
 )
-from podkit.image import ImageConfig, ImageNotFoundError
+from podkit.image import ImageNotFoundError
 from podkit.runtime.errors import NotRunningError, RuntimeTimeoutError
 
 
@@ -54,64 +44,15 @@ def test_status_codes(exc: Exception, code: str) -> None:
     assert status_code_name(exc) == code
 
 
-def _cfg(**kw: object) -> ContainerConfig:
-    return ContainerConfig(metadata=ContainerMetadata(name="c"), image="img", **kw)  # type: ignore[arg-type]
-
-
-IMAGE = ImageConfig(env=("PATH=/bin", "A=image"), entrypoint=("/entry",), cmd=("default",),
-                    working_dir="/work", user="app:app")
-
-
-def test_image_config_defaults() -> None:
-    out = _apply_image_config(_cfg(envs=(KeyValue(key="A", value="config"),)), IMAGE)
-    assert list(out.command) == ["/entry", "default"] and list(out.args) == []
-    assert [(e.key, e.value) for e in out.envs] == [
-        ("PATH", "/bin"), ("A", "image"), ("A", "config")]  # the config's comes last and wins
-    assert out.working_dir == "/work"
-    assert out.linux.security_context.run_as_username == "app:app"
-
-
-def test_config_overrides_image() -> None:
-    sc = LinuxContainerSecurityContext(run_as_user=1000)
-    out = _apply_image_config(
-        _cfg(command=("sh",), args=("-c", "x"), working_dir="/w",
-             linux=LinuxContainerConfig(security_context=sc)), IMAGE)
-    assert list(out.command) == ["sh", "-c", "x"]
-    assert out.working_dir == "/w"
-    assert out.linux.security_context.run_as_username == ""
-    assert out.linux.security_context.run_as_user == 1000
-    # args alone replace Cmd and keep the entrypoint
-    assert list(_apply_image_config(_cfg(args=("x",)), IMAGE).command) == ["/entry", "x"]
-
-
-def test_no_command_anywhere() -> None:
-    with pytest.raises(InvalidArgumentError, match=r"config\.command.*no command specified"):
-        _apply_image_config(_cfg(), ImageConfig())
-
-
-@pytest.mark.parametrize(("text", "value"), [  # Linux signal numbers, not the CRI enum
-    ("SIGTERM", signal.SIGTERM), ("TERM", signal.SIGTERM), ("15", signal.SIGTERM),
-    ("sigquit", signal.SIGQUIT), ("SIGRTMIN+3", signal.SIGRTMIN + 3),
-    ("SIGRTMAX-2", signal.SIGRTMAX - 2), ("40", 40), (" usr1 ", signal.SIGUSR1),
-    ("SIGNOPE", None), ("99", None), ("0", None), ("32", None), ("RUNTIME_DEFAULT", None),
-    ("", 0), (None, 0),
-])
-def test_stop_signal_of_image(text: str | None, value: int | None) -> None:
-    if value is None:
-        with pytest.raises(InvalidArgumentError, match="StopSignal"):
-            _signal_value(text, "StopSignal of image x")
-    else:
-        assert _signal_value(text, "StopSignal of image x") == value
-
-
 def test_server_record_of_an_older_version_loads() -> None:
-    # records once kept the CRI stop signal; it lives in the manager's config now
+    # per-container records of older servers (recover() hands them to the manager); the
+    # oldest kept the CRI stop signal, which lives in the manager's config now
     old = {"container_id": "c1", "image": "busybox", "rootfs_id": "k", "rootfs": "/r",
            "stop_signal": pb.SIGTERM}
-    assert _container_image(old) == ContainerImage(container_id="c1", image="busybox",
+    assert _legacy_record(old) == ContainerImage(container_id="c1", image="busybox",
                                                    rootfs_id="k", rootfs="/r")
     with pytest.raises(TypeError, match="not a JSON object: list"):
-        _container_image(["c1"])
+        _legacy_record(["c1"])
 
 
 @pytest.mark.parametrize(("name", "repo"), [

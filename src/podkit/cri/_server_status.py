@@ -1,8 +1,8 @@
 """The reference server's answers: manager records, stats and image records as CRI messages.
 
-One way only (``podkit.cri.convert`` does the configs both ways): what the server knows about a
-container's image (``ContainerImage``, kept by the server beside the manager's records) joins
-the manager's ``Container`` to make a CRI ``ContainerStatus``.
+One way only (``podkit.cri.convert`` does the configs both ways): what the CRI reports about a
+container's image (``ContainerImage``, derived from the manager's record) joins the manager's
+``Container`` to make a CRI ``ContainerStatus``.
 """
 
 from __future__ import annotations
@@ -38,13 +38,14 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class ContainerImage:
-    """What the server records about a container's image and root filesystem.
+    """What the CRI reports about a container's image and root filesystem.
 
-    ``image``: the reference as the client gave it (normalised), ``image_ref``: the repo digest
-    (``name@sha256:<manifest>``), ``image_id``: the config digest, ``rootfs_id``: the key of
-    the rootfs in the image store (``""`` when the image was a rootfs directory). The stop
-    signal (the image's ``StopSignal`` when the request left it unset) is in the manager's
-    ``Container.config.stop_signal``, a Linux signal number.
+    Derived from the manager's ``Container`` record (earlier server versions kept it in files
+    of their own). ``image``: the user-specified image, else the store image's name,
+    ``image_ref``: the repo digest (``name@sha256:<manifest>``), ``image_id``: the config
+    digest, ``rootfs_id``: the key of the rootfs in the image store (``""`` when the image was
+    a rootfs directory). The stop signal (the image's ``StopSignal`` when the request left it
+    unset) is in the manager's ``Container.config.stop_signal``, a Linux signal number.
     """
 
     container_id: str = ""

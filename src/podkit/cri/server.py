@@ -6,9 +6,9 @@ out, podkit errors raised), on top of a :class:`~podkit.sandbox.SandboxManager` 
 to the status codes kubelet expects. grpc is imported only by :func:`serve` (the ``grpc``
 extra), so the service and the :class:`StreamingServer` protocol import without it.
 
-What the server adds to the manager: container images (an image reference becomes a rootfs
-made by :func:`podkit.image.create_rootfs` plus the image config's defaults), the pause image,
-container events, and the CRI shapes of statuses and stats.
+What the server adds to the manager: the image service, container events, and the CRI shapes
+of statuses and stats. Container images (and the pause image) are resolved by the manager
+(``SandboxManager(images=store)``): CreateContainer hands it the reference kubelet sent.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import queue
-import secrets
 import socket
 import stat
 import threading
@@ -31,17 +30,15 @@ import attrs
 import podkit
 from podkit import cni
 from podkit import image as _image
-from podkit._config import ContainerConfig, KeyValue
-from podkit._files import atomic_write
 from podkit._manager import (
     Container,
     ContainerFilter,
     ContainerState,
-    PauseConfig,
     Sandbox,
     SandboxFilter,
     SandboxManager,
     SandboxState,
+    pause_config,
 )
 from podkit.cdi import UnresolvableDevicesError
 from podkit.cri import api_pb2 as pb
@@ -61,11 +58,9 @@ from podkit.cri.convert import (
     ConversionError,
     container_config_from_cri,
     container_filter_from_cri,
-    cri_signal,
     linux_resources_from_cri,
     pod_sandbox_filter_from_cri,
     sandbox_config_from_cri,
-    signal_number,
 )
 from podkit.errors import (
     AlreadyExistsError,
@@ -100,7 +95,6 @@ RUNTIME_API_VERSION = "v1"
 KUBE_API_VERSION = "0.1.0"
 """``VersionResponse.version``: the kubelet-facing API version every CRI runtime reports."""
 
-_PAUSE_PREFIX = "cri-pause-"
 _RUNTIME_METHODS = (
     "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
     "ListPodSandbox", "StreamPodSandboxes", "CreateContainer", "StartContainer",
@@ -157,39 +151,6 @@ def status_code_name(exc: BaseException) -> str:
     if isinstance(exc, EventsOverflowError):
         return "RESOURCE_EXHAUSTED"
     return "UNKNOWN"
-
-
-def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
-    """The pause program from ``pause``: a rootfs directory, or an image in ``store``.
-
-    An image gets one shared rootfs in the store (``cri-pause-<config digest>``, reused across
-    server restarts) and runs its Entrypoint + Cmd with its Env.
-    """
-    if os.path.isabs(pause) and os.path.isdir(pause):
-        return PauseConfig(rootfs=pause, image=pause)
-    try:
-        img = store.get(pause)
-    except _image.ReferenceError as exc:
-        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
-    except NotFoundError:
-        raise NotFoundError(
-            f"pause image {pause!r}: not in the image store {store.root} and not a rootfs "
-            "directory (import or pull it first)") from None
-    cfg = store.config(img)
-    try:
-        args = _image.process_args(cfg)
-    except _image.ImageError as exc:
-        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
-    key = _PAUSE_PREFIX + img.config.digest.partition(":")[2][:32]
-    try:
-        rootfs = _image.get_rootfs(store, key)
-        if not rootfs.path.is_dir() or not any(rootfs.path.iterdir()):
-            _image.remove_rootfs(store, key)
-            raise NotFoundError(key)
-    except NotFoundError:
-        rootfs = _image.create_rootfs(store, img, key)
-    env = tuple(cfg.env) or PauseConfig(rootfs="/").env
-    return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
 
 
 def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.0.0.1", 0),
@@ -277,36 +238,9 @@ class _Events:
             return len(self._queues)
 
 
-def _signal_value(name: str | None, where: str) -> int:
-    """The Linux signal number of an image's ``StopSignal`` (``SIGTERM``, ``15``, ``TERM``,
-    ``SIGRTMIN+3``); 0 when unset. Only signals the CRI can name (statuses report it)."""
-    if not name:
-        return 0
-    text = name.strip().upper()
-    if text.isdigit():
-        number = int(text)
-        try:
-            cri_signal(number, path=where)
-        except ConversionError:
-            number = 0
-        if not number:
-            raise InvalidArgumentError(f"{where}: unknown signal {name!r}")
-        return number
-    if not text.startswith("SIG"):
-        text = "SIG" + text
-    text = text.replace("SIGRTMIN+", "SIGRTMINPLUS").replace("SIGRTMAX-", "SIGRTMAXMINUS")
-    try:
-        number = signal_number(pb.Signal.Value(text), path=where) or 0
-    except ValueError:
-        number = 0
-    if not number:  # not a CRI name, or RUNTIME_DEFAULT
-        raise InvalidArgumentError(f"{where}: unknown signal {name!r}")
-    return number
-
-
-def _container_image(data: Any) -> ContainerImage:
-    """A server record from its JSON; keys this version does not know (older records kept the
-    CRI ``stop_signal``, now in the manager's config) are ignored."""
+def _legacy_record(data: Any) -> ContainerImage:
+    """A per-container image record of an earlier server version (``<state>/containers``),
+    from its JSON; unknown keys are ignored."""
     if not isinstance(data, dict):
         raise TypeError(f"not a JSON object: {type(data).__name__}")
     known = attrs.fields_dict(ContainerImage)
@@ -316,12 +250,15 @@ def _container_image(data: Any) -> ContainerImage:
 class CRIService:
     """Every CRI RPC as a method named like it: ``service.RunPodSandbox(request) -> response``.
 
-    ``manager`` runs pods and containers, ``store`` holds images (container rootfs come from
-    it); ``streaming`` serves Exec/Attach/PortForward (``None``: those answer Unimplemented);
-    ``state_dir`` keeps the server's own records (default ``<manager state>/cri``);
-    ``pause_image`` is reported as pinned; ``network_loader`` loads the pod networks when the
-    manager has none yet (tried by Status and RunPodSandbox, so a CNI config written after the
-    start is picked up, as containerd does). Thread-safe; raises podkit errors.
+    ``manager`` runs pods and containers and resolves their images in ``store`` (it should be
+    made with ``images=store``; a manager without a store is given this one); ``rootfs_mode``,
+    when set, is the manager's rootfs mode for containers; ``streaming`` serves
+    Exec/Attach/PortForward (``None``: those answer Unimplemented); ``state_dir`` is where an
+    earlier server version kept per-container records (default ``<manager state>/cri``:
+    :meth:`recover` hands them to the manager); ``pause_image`` is reported as pinned;
+    ``network_loader`` loads the pod networks when the manager has none yet (tried by Status
+    and RunPodSandbox, so a CNI config written after the start is picked up, as containerd
+    does). Thread-safe; raises podkit errors.
     """
 
     def __init__(
@@ -333,9 +270,21 @@ class CRIService:
         state_dir: str | os.PathLike[str] | None = None,
         pause_image: str = "",
         runtime_handler: str = "runc",
-        rootfs_mode: str = "auto",
+        rootfs_mode: str | None = None,
         network_loader: Callable[[], cni.Networks] | None = None,
     ) -> None:
+        self._gave_store = manager.images is None
+        if manager.images is None:
+            manager.images = store
+        elif Path(manager.images.root).absolute() != Path(store.root).absolute():
+            raise InvalidArgumentError(
+                f"image store {store.root}: the manager resolves images in another store "
+                f"({manager.images.root})")
+        if rootfs_mode is not None:
+            if rootfs_mode not in ("auto", "overlay", "copy"):
+                raise InvalidArgumentError(
+                    f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
+            manager.rootfs_mode = rootfs_mode
         self.manager = manager
         self.network_loader = network_loader
         self.store = store
@@ -343,79 +292,83 @@ class CRIService:
         self.state_dir = Path(state_dir) if state_dir else manager.state_dir / "cri"
         self.pause_image = pause_image
         self.runtime_handler = runtime_handler
-        self.rootfs_mode = rootfs_mode
         self.events = _Events()
         self.pod_cidr = ""
         self._lock = threading.Lock()
-        self._images: dict[str, ContainerImage] = {}
         self._stopped: set[str] = set()
         self._announced: set[str] = set()
         self._users: dict[str, pb.ContainerUser | None] = {}
         self._cpu_samples: dict[str, tuple[int, int]] = {}
         self._halt = threading.Event()
         self._monitor: threading.Thread | None = None
-        (self.state_dir / "containers").mkdir(parents=True, exist_ok=True)
 
-    # -- the server's records (container images) ------------------------------------------------
-
-    def _record(self, key: str) -> Path:
-        return self.state_dir / "containers" / f"{key}.json"
-
-    def _save_image(self, key: str, img: ContainerImage) -> None:
-        atomic_write(self._record(key), json.dumps(attrs.asdict(img), indent=1))
+    # -- container images (in the manager's records) -------------------------------------------
 
     def recover(self) -> list[str]:
-        """Load the server's records; drop rootfs left by creates the manager does not know.
+        """Hand the per-container records of an earlier server version to the manager.
 
-        Call after ``manager.recover()``. Returns the container IDs whose leftovers were removed.
+        Call after ``manager.recover()``. A record of a container the manager has becomes part
+        of its record (the rootfs is then removed with the container); the rootfs of one it
+        does not have (a create cut short) is removed. Returns the IDs (or rootfs keys) whose
+        leftovers were removed.
         """
-        containers = self.manager.list_containers()
+        if self._gave_store:  # its own recover() ran without the store: container rootfs of
+            self.manager.recover()  # creates and removals cut short are undone now
+            self._gave_store = False
+        removed = []
+        legacy = self.state_dir / "containers"
+        paths = sorted(legacy.glob("*.json")) if legacy.is_dir() else []
+        containers = self.manager.list_containers() if paths else []
         known = {c.id for c in containers}
         by_rootfs = {c.config.image: c.id for c in containers}
-        removed = []
-        for path in sorted((self.state_dir / "containers").glob("*.json")):
+        for path in paths:
             try:
-                img = _container_image(json.loads(path.read_text()))
+                img = _legacy_record(json.loads(path.read_text()))
             except (OSError, ValueError, TypeError):
                 path.unlink(missing_ok=True)
                 continue
-            if not img.container_id and img.rootfs in by_rootfs:
-                # the manager made the container but this server died before recording it
-                img = attrs.evolve(img, container_id=by_rootfs[img.rootfs])
-                self._save_image(path.stem, img)
-            if img.container_id and img.container_id in known:
-                with self._lock:
-                    self._images[img.container_id] = img
-                continue
-            if img.rootfs_id:
-                _image.remove_rootfs(self.store, img.rootfs_id)
+            cid = img.container_id or by_rootfs.get(img.rootfs, "")
+            if cid in known:
+                if img.rootfs_id:
+                    meta = {"user_specified_image": img.image} if img.image else {}
+                    self.manager.adopt_rootfs(
+                        cid, img.rootfs_id, image_ref=img.image_ref, image_id=img.image_id,
+                        image_digest=img.image_ref.partition("@")[2], meta=meta)
+            else:
+                if img.rootfs_id:
+                    _image.remove_rootfs(self.store, img.rootfs_id)
+                removed.append(img.container_id or path.stem)
             path.unlink(missing_ok=True)
-            removed.append(img.container_id or path.stem)
+        with contextlib.suppress(OSError):
+            legacy.rmdir()
         self.poll_exits(publish=False)
         return removed
 
+    def _image_info(self, c: Container) -> ContainerImage:
+        """What the CRI reports about ``c``'s image, from the manager's record."""
+        ref = c.config.image
+        if not c.rootfs_key and not c.image_id:  # a rootfs directory
+            return ContainerImage(container_id=c.id, image=ref, image_ref=ref, image_id=ref,
+                                  rootfs=ref)
+        name = c.image_ref or ref
+        return ContainerImage(
+            container_id=c.id, image=c.meta.get("user_specified_image") or name,
+            image_ref=f"{_repo(name)}@{c.image_digest}" if c.image_digest else name,
+            image_id=c.image_id, rootfs_id=c.rootfs_key,
+            rootfs=str(self.store.root / "containers" / c.rootfs_key / "rootfs")
+            if c.rootfs_key else "")
+
     def _image_of(self, id: str) -> ContainerImage:
-        with self._lock:
-            return self._images.get(id) or ContainerImage(container_id=id)
+        try:
+            return self._image_info(self.manager.container_status(id))
+        except NotFoundError:
+            return ContainerImage(container_id=id)
 
-    def _sweep_images(self) -> None:
-        """Remove the rootfs and records of containers the manager no longer has."""
-        known = {c.id for c in self.manager.list_containers()}
+    def _forget(self, id: str) -> None:
+        """Drop what the server caches about a removed container."""
         with self._lock:
-            gone = [id for id in self._images if id not in known]
-        for id in gone:
-            self._forget_image(id)
-
-    def _forget_image(self, id: str) -> None:
-        with self._lock:
-            img = self._images.pop(id, None)
             self._users.pop(id, None)
             self._cpu_samples.pop(id, None)
-        if img is None:
-            return
-        if img.rootfs_id:
-            _image.remove_rootfs(self.store, img.rootfs_id)
-        self._record(img.rootfs_id or id).unlink(missing_ok=True)
 
     # -- events -------------------------------------------------------------------------------
 
@@ -629,11 +582,9 @@ class CRIService:
             self.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=id))
         containers = [c for c in self.manager.list_containers(ContainerFilter(pod_sandbox_id=id))
                       if c.sandbox_id == id]
-        try:
-            self.manager.remove_sandbox(id)
-        finally:
-            self._sweep_images()  # also the rootfs of containers a failed removal got to
+        self.manager.remove_sandbox(id)
         for c in containers:
+            self._forget(c.id)
             self._publish(c.id, pb.CONTAINER_DELETED_EVENT, id)
         if sb is not None:
             self._publish(id, pb.CONTAINER_DELETED_EVENT, id)
@@ -696,74 +647,39 @@ class CRIService:
 
     # -- containers -----------------------------------------------------------------------------
 
-    def _resolve(self, ref: str) -> tuple[_image.Image, _image.ImageConfig]:
-        """An image by reference, by image ID (config digest: what kubelet sends, the ID
-        PullImage/ImageStatus gave it) or by manifest digest."""
-        if not ref:
-            raise InvalidArgumentError("config.image.image: required (an image reference)")
-        if ref.startswith("sha256:"):
-            by_id = self._grouped_images().get(ref)
-            if by_id:
-                return by_id[0], self.store.config(by_id[0])
-        try:
-            img = self.store.get(ref)
-        except _image.ReferenceError as exc:
-            raise InvalidArgumentError(f"config.image.image {ref!r}: {exc}") from None
-        except NotFoundError:
-            raise NotFoundError(
-                f"config.image.image {ref!r}: image not found in the store (pull it first)"
-            ) from None
-        return img, self.store.config(img)
-
     def CreateContainer(self, request: pb.CreateContainerRequest,
                         ) -> pb.CreateContainerResponse:
-        """Resolve the image into a rootfs, build the container (CREATED); nothing left on error."""
+        """Build the container (CREATED) from the image the request names (the manager makes
+        its rootfs and applies the image's defaults); nothing left on error."""
         sandbox_id = _required(request.pod_sandbox_id, "pod_sandbox_id")
         config = container_config_from_cri(request.config, path="config")
         if self._fresh_sandbox(sandbox_id) is None:  # NotFound before any work
             raise NotFoundError(f"pod_sandbox_id {sandbox_id!r}: no such pod sandbox")
         ref = config.image
-        key = ""
-        img: _image.Image | None = None
-        if os.path.isabs(ref):
-            if not os.path.isdir(ref):
-                raise NotFoundError(f"config.image.image {ref!r}: no such rootfs directory")
-            info = ContainerImage(image=ref, image_ref=ref, image_id=ref, rootfs=ref)
-            final = config
-        else:
-            img, icfg = self._resolve(ref)
-            final = _apply_image_config(config, icfg)
-            if not config.stop_signal:  # RUNTIME_DEFAULT: the image's StopSignal, else SIGTERM
-                final = attrs.evolve(final, stop_signal=_signal_value(
-                    icfg.stop_signal, f"StopSignal of image {img.name}"))
-            key = secrets.token_hex(32)
-            info = ContainerImage(
-                image=request.config.image.user_specified_image or img.name,
-                image_ref=f"{_repo(img.name)}@{img.target.digest}",
-                image_id=img.config.digest, rootfs_id=key)
-            self._save_image(key, info)
-        try:
-            if img is not None:
-                rootfs = _image.create_rootfs(self.store, img, key, mode=self.rootfs_mode)
-                info = attrs.evolve(info, rootfs=str(rootfs.path))
-                self._save_image(key, info)
-                final = attrs.evolve(final, image=str(rootfs.path))
+        if not ref:
+            raise InvalidArgumentError("config.image.image: required (an image reference)")
+        if os.path.isabs(ref) and not os.path.isdir(ref):
+            raise NotFoundError(f"config.image.image {ref!r}: no such rootfs directory")
+        wanted = request.config.image.user_specified_image
+        meta = {"user_specified_image": wanted} if wanted else {}
+
+        def create() -> str:
             try:
-                cid = _with_field_prefix("config", lambda: self.manager.create_container(
-                    sandbox_id, final))
-            except UnresolvableDevicesError as exc:
-                raise InvalidArgumentError(
-                    f"config.CDI_devices / cdi.k8s.io annotations: {exc}") from exc
-        except BaseException:
-            if key:
-                with contextlib.suppress(Exception):
-                    _image.remove_rootfs(self.store, key)
-                self._record(key).unlink(missing_ok=True)
-            raise
-        info = attrs.evolve(info, container_id=cid)
-        self._save_image(key or cid, info)
-        with self._lock:
-            self._images[cid] = info
+                return self.manager.create_container(sandbox_id, config, meta=meta)
+            except (NotFoundError, InvalidArgumentError) as exc:
+                if not str(exc).startswith(f"image {ref!r}"):
+                    raise
+                try:  # the manager's "image 'x': ..." is the request's config.image.image
+                    new = type(exc)(f"config.image.{exc}")
+                except TypeError:
+                    new = InvalidArgumentError(f"config.image.{exc}")
+                raise new from exc
+
+        try:
+            cid: str = _with_field_prefix("config", create)
+        except UnresolvableDevicesError as exc:
+            raise InvalidArgumentError(
+                f"config.CDI_devices / cdi.k8s.io annotations: {exc}") from exc
         self._publish_container(cid, pb.CONTAINER_CREATED_EVENT)
         return pb.CreateContainerResponse(container_id=cid)
 
@@ -796,7 +712,7 @@ class CRIService:
         except NotFoundError:
             return pb.RemoveContainerResponse()
         self.manager.remove_container(id)
-        self._forget_image(id)
+        self._forget(id)
         self._publish(id, pb.CONTAINER_DELETED_EVENT, sandbox_id)
         return pb.RemoveContainerResponse()
 
@@ -811,14 +727,14 @@ class CRIService:
         return user
 
     def _status(self, c: Container) -> pb.ContainerStatus:
-        return container_status_to_cri(c, self._image_of(c.id), self._user(c.id))
+        return container_status_to_cri(c, self._image_info(c), self._user(c.id))
 
     def ListContainers(self, request: pb.ListContainersRequest) -> pb.ListContainersResponse:
         """Containers matching the filter (id prefix, state, pod, labels)."""
         f = (container_filter_from_cri(request.filter) if request.HasField("filter")
              else ContainerFilter())
         out = pb.ListContainersResponse()
-        out.containers.extend(container_to_cri(c, self._image_of(c.id))
+        out.containers.extend(container_to_cri(c, self._image_info(c))
                               for c in self.manager.list_containers(f))
         return out
 
@@ -829,7 +745,7 @@ class CRIService:
         out = pb.ContainerStatusResponse()
         out.status.CopyFrom(self._status(c))
         if request.verbose:
-            img = self._image_of(id)
+            img = self._image_info(c)
             out.info["info"] = json.dumps({
                 "sandboxID": c.sandbox_id, "pid": c.pid, "cgroupsPath": c.cgroups_path,
                 "rootfs": img.rootfs, "imageRef": img.image_ref})
@@ -899,7 +815,7 @@ class CRIService:
 
     def _container_stats(self, c: Container) -> pb.ContainerStats:
         stats = self.manager.container_stats(c.id)
-        img = self._image_of(c.id)
+        img = self._image_info(c)
         layer = None
         if img.rootfs_id:
             upper = self.store.root / "containers" / img.rootfs_id / "upper"
@@ -1162,31 +1078,6 @@ def _with_field_prefix(prefix: str, fn: Callable[[], Any]) -> Any:
         except TypeError:
             new = InvalidArgumentError(f"{prefix}: {exc}")
         raise new from exc
-
-
-def _apply_image_config(config: ContainerConfig, icfg: _image.ImageConfig) -> ContainerConfig:
-    """The image's defaults folded into the config (containerd's WithImageConfig rules).
-
-    argv: Entrypoint + Cmd unless the config gives command/args; env: the image's first (the
-    config's win); cwd: the config's or the image's; user: the image's unless the security
-    context names one.
-    """
-    try:
-        argv = _image.process_args(icfg, list(config.command), list(config.args))
-    except _image.ImageError as exc:
-        raise InvalidArgumentError(f"config.command: {exc}") from None
-    envs: list[KeyValue] = []
-    for item in icfg.env:
-        key, _, value = item.partition("=")
-        envs.append(KeyValue(key=key, value=value))
-    sc = config.linux.security_context
-    if icfg.user and not sc.run_as_username and sc.run_as_user is None:
-        sc = attrs.evolve(sc, run_as_username=icfg.user)
-    return attrs.evolve(
-        config, command=tuple(argv), args=(), envs=(*envs, *config.envs),
-        working_dir=config.working_dir or icfg.working_dir or "",
-        linux=attrs.evolve(config.linux, security_context=sc),
-    )
 
 
 # -- gRPC ---------------------------------------------------------------------------------------
