@@ -119,3 +119,27 @@ def test_events_stream_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyPatc
     with pytest.raises(srv.EventsOverflowError, match="behind") as exc:
         next(stream)
     assert status_code_name(exc.value) == "RESOURCE_EXHAUSTED"
+
+
+def test_service_gives_its_store_to_a_manager_without_one(tmp_path: Path) -> None:
+    """The manager resolves container images: the service hands it its store (or refuses a
+    manager that resolves in another one)."""
+    from podkit.cri.server import CRIService
+    from podkit.image import ImageStore
+    from podkit.runtime.testing import FakeRuntime
+    from podkit.sandbox import SandboxManager
+    from sandbox.test_manager import FakeSupervisor
+
+    rt = FakeRuntime()
+    store = ImageStore(tmp_path / "images")
+    with SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                        supervisor=FakeSupervisor(rt)) as m:
+        assert m.images is None
+        CRIService(m, store, rootfs_mode="copy")
+        assert m.images is store and m.rootfs_mode == "copy"
+        CRIService(m, ImageStore(tmp_path / "images"))  # the same store, another object
+        with pytest.raises(InvalidArgumentError, match="another store"):
+            CRIService(m, ImageStore(tmp_path / "other"))
+        with pytest.raises(InvalidArgumentError, match="rootfs_mode 'bogus'"):
+            CRIService(m, store, rootfs_mode="bogus")
+        assert not (tmp_path / "state" / "cri").exists()  # no files of its own
