@@ -318,6 +318,29 @@ def test_images(harness: Harness) -> None:
         image=pb.ImageSpec(image=BUSYBOX))).image.id == bb.id
 
 
+def test_remove_image_in_use(harness: Harness) -> None:
+    """As containerd: RemoveImage of an image a container uses succeeds; the container keeps
+    its rootfs (the manager's) and its status keeps the image's name, ID and repo digest."""
+    h = harness
+    sid, _ = _run_pod(h)
+    try:
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("inuse", ["sleep", "60"]))).container_id
+        before = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+        h.img.RemoveImage(pb.RemoveImageRequest(image=pb.ImageSpec(image=BUSYBOX)))
+        assert not h.img.ImageStatus(pb.ImageStatusRequest(
+            image=pb.ImageSpec(image=BUSYBOX))).HasField("image")
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        res = h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["echo", "ok"]))
+        assert (res.exit_code, res.stdout) == (0, b"ok\n")
+        st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status
+        assert (st.image.image, st.image_id, st.image_ref) == (
+            before.image.image, before.image_id, before.image_ref)
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+        import_images(h.base, {BUSYBOX: h.layouts[BUSYBOX]})
+
+
 def test_pull_image_not_pullable(harness: Harness) -> None:
     with pytest.raises(grpc.RpcError) as exc:
         harness.img.PullImage(pb.PullImageRequest(image=pb.ImageSpec(image="Bad Ref")))
