@@ -232,7 +232,7 @@ def main() -> int:
                                 subnet="10.89.0.0/16")
     manager = SandboxManager(base / "mroot", base / "state", Runc(root=base / "mrunc"),
                              networks, pause=PauseConfig(rootfs=str(rootfs)),
-                             netns_prefix="pk-cri-b-")
+                             netns_prefix="pk-cri-b-", images=store)
     server = serve(base / "cri.sock", manager, store)
     channel = grpc.insecure_channel(server.address)
     rt = api_pb2_grpc.RuntimeServiceStub(channel)

@@ -84,7 +84,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cache = cdi.Cache(args.cdi_spec_dir) if args.cdi_spec_dir else cdi.Cache()
     runtime = Runc(args.runtime, root=state / args.runtime)
     manager = SandboxManager(root / "cri" / "root", state, runtime, networks, cdi=cache,
-                             pause=pause, netns_prefix="podkit-cri-")
+                             pause=pause, netns_prefix="podkit-cri-", images=store)
     try:
         report = manager.recover()
         for err in report.errors:
