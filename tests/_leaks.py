@@ -22,6 +22,9 @@ NETNS_DIRS = ("/run/netns", "/var/run/netns")
 DEFAULT_IPAM_DIRS = ("/var/lib/cni/networks",)
 CGROUP_ROOT = "/sys/fs/cgroup"
 CGROUP_PREFIXES = ("pk-", "podkit")
+# Parents every podkit container's cgroup sits under (``/podkit/<id>``, like containerd's
+# ``/k8s.io``): runtimes create them and leave them. Not a leak themselves; what is below them is.
+NAMESPACE_CGROUPS = ("podkit",)
 MOUNT_PREFIXES = ("/run/netns/", "/tmp/pytest-", "/var/lib/podkit", "/run/podkit")
 IPAM_BOOKKEEPING = ("lock",)  # host-local's own files; last_reserved_ip.N is matched by prefix
 
@@ -149,13 +152,16 @@ def ipam_reservations(dirs: Iterable[str]) -> set[str]:
 def cgroups(root: str, prefixes: tuple[str, ...], depth: int = 4) -> set[str]:
     """Cgroup directories named ``pk-*``/``podkit*`` at the top of each hierarchy, with subtrees.
 
+    A ``NAMESPACE_CGROUPS`` parent itself is not listed, only what is below it.
+
     Handles v1 (``/sys/fs/cgroup/<controller>/pk-x``) and a v2 root (``/sys/fs/cgroup/pk-x``);
     controller symlinks such as ``cpu -> cpu,cpuacct`` are skipped.
     """
     out: set[str] = set()
 
     def walk(path: str, level: int) -> None:
-        out.add(f"cgroup {path}")
+        if level > 1 or os.path.basename(path) not in NAMESPACE_CGROUPS:
+            out.add(f"cgroup {path}")
         if level < depth:
             for sub in _subdirs(path):
                 walk(sub.path, level + 1)

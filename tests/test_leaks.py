@@ -96,12 +96,15 @@ def test_cgroups_v1_v2_prefixes_and_subtrees(tmp_path: Path) -> None:
     for hierarchy in ("pids", "memory", "cpu,cpuacct"):
         (root / hierarchy / "cgroup.procs").write_text("")
     (root / "unified" / "pk-not-a-hierarchy").mkdir(parents=True)  # tmpfs, no cgroup.procs
+    (root / "memory" / "podkit" / "ctr1").mkdir(parents=True)  # namespace parent: only the child
+    (root / "pids" / "podkit").mkdir()  # an empty namespace parent is not a leak
     got = _leaks.cgroups(str(root), _leaks.CGROUP_PREFIXES)
     assert got == {
         f"cgroup {root}/pids/pk-rt-1",
         f"cgroup {root}/pids/pk-rt-1/sub",
         f"cgroup {root}/pids/pk-rt-1/sub/deeper",
         f"cgroup {root}/memory/podkit.slice",
+        f"cgroup {root}/memory/podkit/ctr1",
         f"cgroup {root}/pk-v2",
         f"cgroup {root}/cpu,cpuacct/pk-c",
     }
