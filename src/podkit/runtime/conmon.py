@@ -893,11 +893,12 @@ class Conmon:
                 raise InvalidArgumentError(f"invalid terminal {name} {value}: want 1..65535")
         self._ctl(id, _CTL_RESIZE, rows, cols)
 
-    def reopen_log(self, id: str, timeout: float = 10.0) -> None:
+    def reopen_log(self, id: str, timeout: float = 60.0) -> None:
         """Make conmon start a new log file at the log path (after you moved the old one).
 
-        Waits until the new file exists (conmon acts asynchronously). If the old file was not
-        moved away, conmon replaces it with an empty one.
+        Waits until the new file exists (conmon acts asynchronously, and fsyncs the old file
+        first, which can take seconds under heavy I/O). If the old file was not moved away,
+        conmon replaces it with an empty one.
         """
         record = self.get(id)
         log = Path(record.log_path)
