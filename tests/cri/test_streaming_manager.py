@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
 from podkit.cri import streaming as st
 from podkit.cri import streaming_client as cl
 from podkit.cri.streaming_runtime import RuncStreamingRuntime
@@ -21,12 +20,9 @@ from podkit.sandbox import SandboxManager
 from sandbox._pods import (
     copy_rootfs,
     ctr_config,
-    ensure_bridge,
-    leaked,
-    leftovers,
-    make_manager,
+    managed,
+    pod_bridge,
     pod_config,
-    snapshot,
 )
 
 pytestmark = pytest.mark.integration
@@ -39,24 +35,12 @@ def rootfs(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
 
 @pytest.fixture()
 def mgr(rootfs: Path, tmp_path: Path) -> Iterator[SandboxManager]:
-    require_isolated()
-    for b in ("runc", "conmon"):
-        require_binary(b)
-    bridge = ensure_bridge()
+    bridge = pod_bridge()
     next(bridge)
-    before = snapshot()
-    m = make_manager(tmp_path / "m", rootfs)
-    cgroups: list[str] = []
     try:
-        yield m
+        yield from managed(tmp_path / "m", rootfs)
     finally:
-        cgroups = [s.cgroups_path for s in m.list_sandboxes()] + [
-            c.cgroups_path for c in m.list_containers()]
-        m.remove_all()
-        m.close()
         next(bridge, None)
-    assert leftovers(tmp_path / "m", m, cgroups) == []
-    assert leaked(before) == []
 
 
 def test_exec_and_port_forward_in_a_manager_pod(mgr: SandboxManager, rootfs: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import attrs
 
 import _leaks
+from conftest import require_binary, require_isolated
 from podkit._config import (
     ContainerConfig,
     ContainerMetadata,
@@ -99,6 +100,33 @@ def ensure_bridge() -> Iterator[None]:
         yield
     finally:
         subprocess.run(["ip", "link", "del", BRIDGE], check=False, capture_output=True)
+
+
+def pod_bridge() -> Iterator[None]:
+    """The module-wide setup of the manager tests: require scripts/isolated, runc and conmon,
+    then hold the test bridge (a generator for a fixture to ``yield from``)."""
+    require_isolated()
+    for b in ("runc", "conmon"):
+        require_binary(b)
+    yield from ensure_bridge()
+
+
+def managed(base: Path, rootfs: Path, **kw: object) -> Iterator[SandboxManager]:
+    """A :func:`make_manager` manager for one test; afterwards everything is removed and the
+    test fails on anything left (runtime containers, IPAM, records, cgroups, netns, links,
+    mounts). A generator for a fixture to ``yield from``."""
+    before = snapshot()
+    m = make_manager(base, rootfs, **kw)
+    cgroups: list[str] = []
+    try:
+        yield m
+    finally:
+        cgroups = [s.cgroups_path for s in m.list_sandboxes()] + [
+            c.cgroups_path for c in m.list_containers()]
+        m.remove_all()
+        m.close()
+    assert leftovers(base, m, cgroups) == []
+    assert leaked(before) == []
 
 
 def copy_rootfs(src: Path, dest: Path) -> Path:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
 from podkit import cdi
 from podkit._config import (
     Capability,
@@ -29,30 +28,16 @@ from podkit.runtime import InProcessSupervisor, Runc, read_cri_log
 from podkit.sandbox import ContainerState, SandboxManager
 
 from ._pods import (
-    copy_rootfs,
     ctr_config,
-    ensure_bridge,
     leaked,
     leftovers,
     make_manager,
+    managed,
     pod_config,
     snapshot,
 )
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def rootfs(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_rootfs(busybox_rootfs, tmp_path_factory.mktemp("ctrs") / "rootfs")
-
-
-@pytest.fixture(scope="module")
-def bridge() -> Iterator[None]:
-    require_isolated()
-    for b in ("runc", "conmon"):
-        require_binary(b)
-    yield from ensure_bridge()
 
 
 @pytest.fixture
@@ -68,19 +53,7 @@ def cdi_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def mgr(bridge: None, rootfs: Path, tmp_path: Path, cdi_dir: Path) -> Iterator[SandboxManager]:
-    before = snapshot()
-    cache = cdi.Cache([cdi_dir], auto_refresh=False)
-    m = make_manager(tmp_path / "m", rootfs, cdi=cache)
-    cgroups: list[str] = []
-    try:
-        yield m
-    finally:
-        cgroups = [s.cgroups_path for s in m.list_sandboxes()] + [
-            c.cgroups_path for c in m.list_containers()]
-        m.remove_all()
-        m.close()
-    assert leftovers(tmp_path / "m", m, cgroups) == []
-    assert leaked(before) == []
+    yield from managed(tmp_path / "m", rootfs, cdi=cdi.Cache([cdi_dir], auto_refresh=False))
 
 
 def _sc(**kw: object) -> LinuxContainerSecurityContext:

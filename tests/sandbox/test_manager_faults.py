@@ -8,12 +8,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, require_binary, require_isolated
+from conftest import REPO
 from podkit import netns
 from podkit.errors import PodkitError
 from podkit.sandbox import (
@@ -26,9 +25,7 @@ from podkit.sandbox import (
 )
 
 from ._pods import (
-    copy_rootfs,
     ctr_config,
-    ensure_bridge,
     leaked,
     leftovers,
     make_manager,
@@ -41,19 +38,6 @@ pytestmark = pytest.mark.integration
 
 class Injected(PodkitError):
     """The fault a test injects."""
-
-
-@pytest.fixture(scope="module")
-def rootfs(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_rootfs(busybox_rootfs, tmp_path_factory.mktemp("faults") / "rootfs")
-
-
-@pytest.fixture(scope="module")
-def bridge() -> Iterator[None]:
-    require_isolated()
-    for b in ("runc", "conmon"):
-        require_binary(b)
-    yield from ensure_bridge()
 
 
 @pytest.mark.parametrize("step", ["record", *SANDBOX_STEPS, "infraless-namespaces"])

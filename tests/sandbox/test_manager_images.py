@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 import _leaks
-from conftest import REPO, require_binary, require_isolated
+from conftest import REPO
 from image.imagebuild import Layer, build_image, write_layout
 from podkit._config import ContainerConfig, LinuxContainerConfig, LinuxContainerSecurityContext
 from podkit._manager import _image_defaults, _signal_number
@@ -28,7 +28,7 @@ from podkit.image import ImageConfig, ImageStore, import_image, list_rootfs, par
 from podkit.runtime import Runc, read_cri_log
 from podkit.sandbox import ContainerState, PauseConfig, SandboxManager, default_networks
 
-from ._pods import BRIDGE, ctr_config, ensure_bridge, leaked, leftovers, pod_config, snapshot
+from ._pods import BRIDGE, ctr_config, leaked, leftovers, pod_config, snapshot
 
 APP = "localhost/pk-pod/app:1"
 PAUSE = "localhost/pk-pod/pause:1"
@@ -77,14 +77,6 @@ def test_image_defaults_from_config() -> None:
 
 
 # -- integration ----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def bridge() -> Iterator[None]:
-    require_isolated()
-    for b in ("runc", "conmon"):
-        require_binary(b)
-    yield from ensure_bridge()
-
 
 @pytest.fixture(scope="module")
 def layouts(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

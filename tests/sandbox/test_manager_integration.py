@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
+from conftest import require_binary
 from podkit import netns
 from podkit._config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping
 from podkit.errors import AlreadyExistsError
@@ -28,12 +28,11 @@ from podkit.sandbox import (
 )
 
 from ._pods import (
-    copy_rootfs,
     ctr_config,
-    ensure_bridge,
     leaked,
     leftovers,
     make_manager,
+    managed,
     pod_config,
     snapshot,
 )
@@ -41,33 +40,9 @@ from ._pods import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def rootfs(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_rootfs(busybox_rootfs, tmp_path_factory.mktemp("pods") / "rootfs")
-
-
-@pytest.fixture(scope="module")
-def bridge() -> Iterator[None]:
-    require_isolated()
-    for b in ("runc", "conmon"):
-        require_binary(b)
-    yield from ensure_bridge()
-
-
 @pytest.fixture
 def mgr(bridge: None, rootfs: Path, tmp_path: Path) -> Iterator[SandboxManager]:
-    before = snapshot()
-    m = make_manager(tmp_path / "m", rootfs)
-    cgroups: list[str] = []
-    try:
-        yield m
-    finally:
-        cgroups = [s.cgroups_path for s in m.list_sandboxes()] + [
-            c.cgroups_path for c in m.list_containers()]
-        m.remove_all()
-        m.close()
-    assert leftovers(tmp_path / "m", m, cgroups) == []
-    assert leaked(before) == []
+    yield from managed(tmp_path / "m", rootfs)
 
 
 def _wait_for(fn: object, timeout: float = 10.0) -> None:
