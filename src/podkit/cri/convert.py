@@ -928,6 +928,21 @@ def pod_sandbox_stats_to_cri(
 # --- filters ------------------------------------------------------------------------------
 
 
+def _filter_state_from(msg: Any, cls: type[E], path: str) -> E | None:
+    """A CRI filter's ``state`` (a ``*StateValue`` wrapper) as ``cls``; None when unset."""
+    if not msg.HasField("state"):
+        return None
+    return _enum(cls, msg.state.state, f"{path}.state.state")
+
+
+def _filter_state_to(out: Any, cls: type[E], state: E | None, path: str) -> None:
+    """Set a CRI filter's ``state`` wrapper from ``state`` (left unset when None)."""
+    if state is None:
+        return
+    _set(out.state, "state", _num(cls, state, f"{path}.state.state"), f"{path}.state")
+    out.state.SetInParent()
+
+
 def pod_sandbox_filter_from_cri(
     msg: pb.PodSandboxFilter | None, *, path: str = "filter"
 ) -> SandboxFilter:
@@ -936,11 +951,7 @@ def pod_sandbox_filter_from_cri(
         return SandboxFilter()
     return SandboxFilter(
         id=msg.id,
-        state=(
-            _enum(SandboxState, msg.state.state, f"{path}.state.state")
-            if msg.HasField("state")
-            else None
-        ),
+        state=_filter_state_from(msg, SandboxState, path),
         label_selector=dict(msg.label_selector),
     )
 
@@ -949,10 +960,7 @@ def pod_sandbox_filter_to_cri(f: SandboxFilter, *, path: str = "filter") -> pb.P
     """A ``SandboxFilter`` to CRI ``PodSandboxFilter``."""
     out = pb.PodSandboxFilter()
     _fill(out, path, {"id": f.id, "label_selector": dict(f.label_selector)})
-    if f.state is not None:
-        _set(out.state, "state", _num(SandboxState, f.state, f"{path}.state.state"),
-             f"{path}.state")
-        out.state.SetInParent()
+    _filter_state_to(out, SandboxState, f.state, path)
     return out
 
 
@@ -964,11 +972,7 @@ def container_filter_from_cri(
         return ContainerFilter()
     return ContainerFilter(
         id=msg.id,
-        state=(
-            _enum(ContainerState, msg.state.state, f"{path}.state.state")
-            if msg.HasField("state")
-            else None
-        ),
+        state=_filter_state_from(msg, ContainerState, path),
         pod_sandbox_id=msg.pod_sandbox_id,
         label_selector=dict(msg.label_selector),
     )
@@ -979,8 +983,5 @@ def container_filter_to_cri(f: ContainerFilter, *, path: str = "filter") -> pb.C
     out = pb.ContainerFilter()
     _fill(out, path, {"id": f.id, "pod_sandbox_id": f.pod_sandbox_id,
                       "label_selector": dict(f.label_selector)})
-    if f.state is not None:
-        _set(out.state, "state", _num(ContainerState, f.state, f"{path}.state.state"),
-             f"{path}.state")
-        out.state.SetInParent()
+    _filter_state_to(out, ContainerState, f.state, path)
     return out
