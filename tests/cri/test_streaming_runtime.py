@@ -29,6 +29,7 @@ from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
 from podkit.cri.streaming_types import AttachRequest, ExecRequest, PortForwardRequest
 from podkit.errors import NotFoundError
 from podkit.runtime import Conmon, ConmonSupervisor, Runc
+from runtime._bundles import busybox_config
 
 pytestmark = pytest.mark.integration
 
@@ -36,36 +37,13 @@ READY = "pk-st-ready"
 
 
 def _config(rootfs: Path, args: list[str], cid: str, netns_path: str | None) -> dict[str, object]:
-    namespaces: list[dict[str, str]] = [{"type": t} for t in ("pid", "ipc", "uts", "mount")]
-    namespaces.append({"type": "network", "path": netns_path} if netns_path else
-                      {"type": "network"})
-    return {
-        "ociVersion": "1.0.2",
-        "process": {
-            "terminal": False,
-            "user": {"uid": 0, "gid": 0},
-            "args": args,
-            "env": ["PATH=/bin:/sbin", "TERM=vt100", "PK_STREAM=1"],
-            "cwd": "/tmp",
-            "noNewPrivileges": True,
-        },
-        "root": {"path": os.fspath(rootfs), "readonly": True},
-        "hostname": "pk-st",
-        "mounts": [
-            {"destination": "/proc", "type": "proc", "source": "proc"},
-            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-            {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
-             "options": ["nosuid", "nodev", "size=16m"]},
-        ],
-        "linux": {
-            "cgroupsPath": f"/{cid}",
-            "resources": {"devices": [{"allow": False, "access": "rwm"}]},
-            "namespaces": namespaces,
-        },
-    }
+    return busybox_config(
+        rootfs, args, f"/{cid}", env=["PATH=/bin:/sbin", "TERM=vt100", "PK_STREAM=1"],
+        cwd="/tmp", hostname="pk-st",
+        mounts=[{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
+                 "options": ["nosuid", "nodev", "size=16m"]}],
+        namespaces=[{"type": "network", "path": netns_path} if netns_path else
+                    {"type": "network"}])
 
 
 class Env:

@@ -49,6 +49,8 @@ from podkit.runtime.supervise import (
     Supervisor,
 )
 
+from ._bundles import busybox_config
+
 # -- unit --------------------------------------------------------------------------------
 
 
@@ -139,37 +141,6 @@ def test_bad_inputs_are_refused_before_conmon_runs(tmp_path: Path) -> None:
 
 
 # -- integration helpers -----------------------------------------------------------------
-
-
-def busybox_config(
-    rootfs: Path, args: list[str], cgroup: str, terminal: bool = False
-) -> dict[str, object]:
-    """The ``runc spec`` default config, pointed at the shared read-only busybox rootfs."""
-    return {
-        "ociVersion": "1.0.2",
-        "process": {
-            "terminal": terminal,
-            "user": {"uid": 0, "gid": 0},
-            "args": args,
-            "env": ["PATH=/bin:/sbin", "TERM=xterm"],
-            "cwd": "/",
-            "noNewPrivileges": True,
-        },
-        "root": {"path": os.fspath(rootfs), "readonly": True},
-        "hostname": "pk",
-        "mounts": [
-            {"destination": "/proc", "type": "proc", "source": "proc"},
-            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
-             "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
-            {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
-             "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"]},
-        ],
-        "linux": {
-            "cgroupsPath": cgroup,
-            "resources": {"devices": [{"allow": False, "access": "rwm"}]},
-            "namespaces": [{"type": t} for t in ("pid", "ipc", "uts", "mount")],
-        },
-    }
 
 
 def conmon_pids_for(marker: str) -> list[int]:
