@@ -42,7 +42,9 @@ def register_ipam_dir(path: str | os.PathLike[str]) -> None:
     _ipam_dirs.add(os.path.abspath(os.fspath(path)))
 
 
-KINDS = ("container", "netns", "link", "ipam", "cgroup", "mount")
+KINDS = ("container", "netns", "link", "ipam", "cgroup", "mount", "state")
+# podkit's default state and data dirs: tests must use temp dirs, so anything new here leaked.
+STATE_DIRS = ("/run/podkit", "/var/lib/podkit")
 
 
 def snapshot(kinds: Iterable[str] = KINDS) -> frozenset[str]:
@@ -68,7 +70,25 @@ def snapshot(kinds: Iterable[str] = KINDS) -> frozenset[str]:
         items.update(cgroups(CGROUP_ROOT, CGROUP_PREFIXES))
     if "mount" in wanted:
         items.update(mounts(_read("/proc/self/mountinfo"), MOUNT_PREFIXES))
+    if "state" in wanted:
+        items.update(state_entries(STATE_DIRS))
     return frozenset(items)
+
+
+def state_entries(dirs: Iterable[str], depth: int = 2) -> set[str]:
+    """The dirs themselves and their entries down to ``depth`` levels, as ``"state <path>"``."""
+    out: set[str] = set()
+
+    def walk(path: str, level: int) -> None:
+        out.add(f"state {path}")
+        if level < depth and os.path.isdir(path) and not os.path.islink(path):
+            for entry in os.scandir(path):
+                walk(entry.path, level + 1)
+
+    for d in dirs:
+        if os.path.lexists(d):
+            walk(d, 0)
+    return out
 
 
 def diff(before: Iterable[str], after: Iterable[str]) -> list[str]:

@@ -344,3 +344,15 @@ def test_links_are_those_of_the_calling_threads_namespace() -> None:
         assert "link pk-lk-in (veth)" not in _leaks.snapshot()
     finally:
         ns.remove()
+
+
+def test_state_entries_lists_default_dirs_two_levels_deep(tmp_path: Path) -> None:
+    (tmp_path / "run" / "pods" / "containers" / "deep").mkdir(parents=True)
+    (tmp_path / "run" / "pods" / "manager.lock").write_text("")
+    got = _leaks.state_entries([str(tmp_path / "run"), str(tmp_path / "missing")])
+    assert got == {
+        f"state {tmp_path}/run",
+        f"state {tmp_path}/run/pods",
+        f"state {tmp_path}/run/pods/containers",
+        f"state {tmp_path}/run/pods/manager.lock",
+    }
