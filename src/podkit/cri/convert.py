@@ -358,23 +358,32 @@ def _sandbox_security_from(
     msg: pb.LinuxSandboxSecurityContext, path: str
 ) -> LinuxSandboxSecurityContext:
     return LinuxSandboxSecurityContext(
-        namespace_options=_namespaces_from(msg.namespace_options, f"{path}.namespace_options"),
-        selinux_options=(
+        **_security_common_from(msg, path),
+        **_profiles_from(msg, path, apparmor_field=None),
+    )
+
+
+def _security_common_from(
+    msg: pb.LinuxSandboxSecurityContext | pb.LinuxContainerSecurityContext, path: str
+) -> dict[str, Any]:
+    """The fields pod and container security contexts share, as model keyword arguments."""
+    return {
+        "namespace_options": _namespaces_from(msg.namespace_options, f"{path}.namespace_options"),
+        "selinux_options": (
             _selinux_from(msg.selinux_options, f"{path}.selinux_options")
             if msg.HasField("selinux_options")
             else None
         ),
-        run_as_user=_run_as(msg, "run_as_user"),
-        run_as_group=_run_as(msg, "run_as_group"),
-        readonly_rootfs=msg.readonly_rootfs,
-        supplemental_groups=tuple(msg.supplemental_groups),
-        supplemental_groups_policy=_enum(
+        "run_as_user": _run_as(msg, "run_as_user"),
+        "run_as_group": _run_as(msg, "run_as_group"),
+        "readonly_rootfs": msg.readonly_rootfs,
+        "supplemental_groups": tuple(msg.supplemental_groups),
+        "supplemental_groups_policy": _enum(
             SupplementalGroupsPolicy, msg.supplemental_groups_policy,
             f"{path}.supplemental_groups_policy",
         ),
-        privileged=msg.privileged,
-        **_profiles_from(msg, path, apparmor_field=None),
-    )
+        "privileged": msg.privileged,
+    }
 
 
 def _sandbox_security_to(
@@ -567,22 +576,8 @@ def _container_security_from(
             if msg.HasField("capabilities")
             else None
         ),
-        privileged=msg.privileged,
-        namespace_options=_namespaces_from(msg.namespace_options, f"{path}.namespace_options"),
-        selinux_options=(
-            _selinux_from(msg.selinux_options, f"{path}.selinux_options")
-            if msg.HasField("selinux_options")
-            else None
-        ),
-        run_as_user=_run_as(msg, "run_as_user"),
-        run_as_group=_run_as(msg, "run_as_group"),
+        **_security_common_from(msg, path),
         run_as_username=msg.run_as_username,
-        readonly_rootfs=msg.readonly_rootfs,
-        supplemental_groups=tuple(msg.supplemental_groups),
-        supplemental_groups_policy=_enum(
-            SupplementalGroupsPolicy, msg.supplemental_groups_policy,
-            f"{path}.supplemental_groups_policy",
-        ),
         no_new_privs=msg.no_new_privs,
         masked_paths=tuple(msg.masked_paths) or None,
         readonly_paths=tuple(msg.readonly_paths) or None,
