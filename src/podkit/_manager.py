@@ -1263,6 +1263,10 @@ class SandboxManager:
                 status = sup.conmon.exit_status(id)
                 if status is not None or sup.conmon.monitor_alive(id):
                     return status
+                # conmon may have written the exit file and quit between the two looks
+                status = sup.conmon.exit_status(id)
+                if status is not None:
+                    return status
             except NotFoundError:
                 return ExitStatus(exit_code=255)
             # conmon is gone without an exit file (killed): the runtime has the last word

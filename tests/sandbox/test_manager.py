@@ -432,3 +432,30 @@ def test_bad_bandwidth_annotation_fails_before_anything_is_created(
         assert on_disk(tmp_path) == [] and fake.calls == []
     finally:
         m.close()
+
+
+class _RacyConmon:
+    """A conmon that writes its exit file and quits between the manager's two looks."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def exit_status(self, id: str) -> ExitStatus | None:
+        self.reads += 1
+        return None if self.reads == 1 else ExitStatus(exit_code=3)
+
+    def monitor_alive(self, id: str) -> bool:
+        return False
+
+
+def test_exit_file_written_as_conmon_quits_keeps_the_code(tmp_path: Path) -> None:
+    from podkit.runtime.supervise import ConmonSupervisor
+
+    racy = _RacyConmon()
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", FakeRuntime(), None,
+                       supervisor=ConmonSupervisor(racy))  # type: ignore[arg-type]
+    try:
+        status = m._exit_status("gone")
+    finally:
+        m.close()
+    assert status is not None and status.exit_code == 3 and racy.reads == 2
