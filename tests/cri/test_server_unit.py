@@ -143,3 +143,47 @@ def test_service_gives_its_store_to_a_manager_without_one(tmp_path: Path) -> Non
         with pytest.raises(InvalidArgumentError, match="rootfs_mode 'bogus'"):
             CRIService(m, store, rootfs_mode="bogus")
         assert not (tmp_path / "state" / "cri").exists()  # no files of its own
+
+
+def test_stopped_never_overtakes_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         ) -> None:
+    """The exit monitor may see a container exit while StartContainer is still announcing it:
+    subscribers still get STARTED before STOPPED."""
+    from podkit.cri.server import CRIService
+    from podkit.image import ImageStore
+    from podkit.runtime.testing import FakeRuntime
+    from podkit.sandbox import PauseConfig, SandboxManager
+    from sandbox.test_manager import FakeSupervisor, ctr, host_pod
+
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    rt = FakeRuntime()
+    with SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                        pause=PauseConfig(rootfs=str(rootfs)),
+                        supervisor=FakeSupervisor(rt)) as m:
+        svc = CRIService(m, ImageStore(tmp_path / "images"))
+        events = svc.events.subscribe()
+        sid = m.run_sandbox(host_pod()).id
+        cid = m.create_container(sid, ctr(rootfs))
+        announcing = threading.Event()
+        real_status = m.sandbox_status
+
+        def slow_status(id: str) -> object:
+            if threading.current_thread() is starter and not announcing.is_set():
+                announcing.set()
+                time.sleep(0.3)  # STARTED is being built: the exit is noticed meanwhile
+            return real_status(id)
+
+        monkeypatch.setattr(m, "sandbox_status", slow_status)
+        starter = threading.Thread(
+            target=svc.StartContainer, args=(pb.StartContainerRequest(container_id=cid),))
+        starter.start()
+        assert announcing.wait(10)
+        rt.exit(cid, 3)
+        svc.poll_exits()
+        starter.join()
+        got = [events.get_nowait() for _ in range(events.qsize())]
+        assert [(e.container_id, e.container_event_type) for e in got] == [
+            (cid, pb.CONTAINER_STARTED_EVENT), (cid, pb.CONTAINER_STOPPED_EVENT)]
+        m.stop_sandbox(sid)
+        m.remove_sandbox(sid)

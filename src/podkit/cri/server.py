@@ -295,6 +295,7 @@ class CRIService:
         self.events = _Events()
         self.pod_cidr = ""
         self._lock = threading.Lock()
+        self._ordered = threading.Lock()  # events leave in the order their bookkeeping saw
         self._stopped: set[str] = set()
         self._announced: set[str] = set()
         self._users: dict[str, pb.ContainerUser | None] = {}
@@ -374,6 +375,11 @@ class CRIService:
 
     def _publish(self, id: str, kind: int, sandbox_id: str,
                  status: pb.ContainerStatus | None = None) -> None:
+        with self._ordered:
+            self._publish_ordered(id, kind, sandbox_id, status)
+
+    def _publish_ordered(self, id: str, kind: int, sandbox_id: str,
+                         status: pb.ContainerStatus | None) -> None:
         with self._lock:  # one STOPPED per container or pod, whoever notices first
             if kind == pb.CONTAINER_STARTED_EVENT:
                 self._announced.add(id)
