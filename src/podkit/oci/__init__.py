@@ -6,6 +6,8 @@ from podkit.oci.defaults import __all__ as _defaults_all
 from podkit.oci.features import Features, LinuxFeatures
 from podkit.oci.opts import *  # noqa: F403
 from podkit.oci.opts import __all__ as _opts_all
+from podkit.oci.seccomp import *  # noqa: F403
+from podkit.oci.seccomp import __all__ as _seccomp_all
 from podkit.oci.spec import *  # noqa: F403
 from podkit.oci.spec import __all__ as _spec_all
 from podkit.oci.validate import (
@@ -23,6 +25,7 @@ __all__ = [
     *_spec_all,
     *_defaults_all,
     *_opts_all,
+    *_seccomp_all,
     "Features",
     "LinuxFeatures",
     "Problem",
