@@ -27,13 +27,12 @@ from podkit._config import (
     Mount,
     MountPropagation,
     NamespaceMode,
-    ProfileType,
     SandboxConfig,
     SupplementalGroupsPolicy,
 )
 from podkit.cdi.annotations import devices_from_request
 from podkit.errors import InvalidArgumentError
-from podkit.sandbox import SandboxFiles, selinux_label
+from podkit.sandbox import SandboxFiles, seccomp_opt, selinux_label
 
 __all__ = [
     "Capability",
@@ -139,6 +138,7 @@ def validate_container_config(config: ContainerConfig, pod: PodContext) -> None:
             raise ContainerConfigError(
                 f"devices[{i}].permissions {d.permissions!r}: must be a subset of 'rwm'"
             )
+    seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError)
 
 
 def _process_args(config: ContainerConfig, image: ImageDefaults) -> list[str]:
@@ -421,10 +421,9 @@ def build_container_spec(
             opts.append(oci.with_additional_gids(user, rootfs=rootfs))
     if sc.supplemental_groups:
         opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
-    if sc.seccomp is not None and sc.seccomp.profile_type == ProfileType.LOCALHOST:
-        raise ContainerConfigError(
-            "linux.security_context.seccomp: Localhost profiles are not supported yet"
-        )
+    seccomp = seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError)
+    if seccomp is not None:  # after the capabilities: the default profile follows them
+        opts.append(seccomp)
     devices = devices_from_request(config.cdi_devices, config.annotations)
     if devices:
         if cdi is None:

@@ -7,6 +7,7 @@ containerd's CRI plugin rule for rule, as a list of ``oci`` spec options read to
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,7 @@ __all__ = [
     "default_network_config",
     "default_networks",
     "pause_config",
+    "seccomp_opt",
     "selinux_label",
     "validate_sandbox_config",
 ]
@@ -153,6 +155,47 @@ def selinux_label(options: SELinuxOption | None) -> str:
     return ":".join(parts)
 
 
+_SECCOMP_FIELD = "linux.security_context.seccomp"
+
+
+def seccomp_opt(
+    profile: SecurityProfile | None,
+    *,
+    privileged: bool,
+    error: type[InvalidArgumentError] = SandboxConfigError,
+) -> oci.SpecOpt | None:
+    """The seccomp option for a CRI ``SecurityProfile`` (containerd's ``generateSeccompSpecOpts``).
+
+    RuntimeDefault: podkit's default profile (``oci.with_default_seccomp``, computed from the
+    capabilities when applied, so apply it after them); Localhost: the OCI ``linux.seccomp``
+    file at ``localhost_ref`` (an absolute path), read and checked now; Unconfined, no profile
+    or ``privileged``: no filter (``None``). Bad profiles raise ``error`` naming the field.
+    """
+    if privileged or profile is None:
+        return None
+    ref = profile.localhost_ref
+    kind = profile.profile_type
+    if kind != ProfileType.LOCALHOST and ref:
+        raise error(
+            f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: only valid with profile_type LOCALHOST"
+        )
+    if kind == ProfileType.UNCONFINED:
+        return None
+    if kind == ProfileType.RUNTIME_DEFAULT:
+        return oci.with_default_seccomp()
+    if kind != ProfileType.LOCALHOST:
+        raise error(f"{_SECCOMP_FIELD}.profile_type {kind!r}: unknown profile type")
+    if not ref:
+        raise error(f"{_SECCOMP_FIELD}.localhost_ref: required for a Localhost profile")
+    path = ref.removeprefix("localhost/")  # the deprecated string form, as containerd allows
+    if not posixpath.isabs(path):
+        raise error(f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: must be an absolute path")
+    try:
+        return oci.with_seccomp_profile(path)
+    except oci.SeccompProfileError as e:
+        raise error(f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: {e}") from e
+
+
 def validate_sandbox_config(config: SandboxConfig) -> None:
     """Refuse configs containerd refuses, before anything is created."""
     md = config.metadata
@@ -193,6 +236,8 @@ def validate_sandbox_config(config: SandboxConfig) -> None:
     for pm in config.port_mappings:
         if not 0 < pm.container_port < 65536 or not 0 <= pm.host_port < 65536:
             raise SandboxConfigError(f"port_mappings: invalid port in {pm!r}")
+    sc = config.linux.security_context
+    seccomp_opt(sc.seccomp, privileged=sc.privileged)  # a bad profile fails before anything
 
 
 def _resource_annotations(res: LinuxContainerResources | None) -> dict[str, str]:
@@ -315,10 +360,6 @@ def build_sandbox_spec(
     )
     if sc.privileged:
         opts += [oci.with_selinux_label(""), oci.with_writeable_sysfs()]
-    if sc.seccomp is not None and sc.seccomp.profile_type == ProfileType.LOCALHOST:
-        raise SandboxConfigError(
-            "linux.security_context.seccomp: Localhost profiles are not supported yet"
-        )
     if sc.run_as_user is not None:
         user = str(sc.run_as_user)
         if sc.run_as_group is not None:
@@ -328,6 +369,11 @@ def build_sandbox_spec(
         raise SandboxConfigError(
             "linux.security_context.run_as_group: needs run_as_user to be set"
         )
+
+    # seccomp last (before the version): the default profile follows the final capabilities.
+    seccomp = seccomp_opt(sc.seccomp, privileged=sc.privileged)
+    if seccomp is not None:
+        opts.append(seccomp)
 
     opts.append(oci.with_minimum_oci_version())
     return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
