@@ -1,0 +1,237 @@
+"""Integration: seccomp profiles from the builders, enforced by real runc and crun.
+
+Containers built by ``build_container_spec`` / ``build_sandbox_spec`` run a busybox shell that
+reports what the kernel let it do. RuntimeDefault must allow ordinary work and refuse namespace
+creation and mounts unless CAP_SYS_ADMIN is kept; Unconfined is the control (the same
+``unshare -U`` succeeds, so it is seccomp that refused it); a Localhost profile file decides
+the errno a blocked syscall returns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import _leaks
+from conftest import require_binary, require_isolated, require_root
+from podkit import oci
+from podkit._config import (
+    Capability,
+    ContainerConfig,
+    ContainerMetadata,
+    LinuxContainerConfig,
+    LinuxContainerSecurityContext,
+    LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext,
+    NamespaceMode,
+    NamespaceOption,
+    PodSandboxMetadata,
+    ProfileType,
+    SandboxConfig,
+    SecurityProfile,
+)
+from podkit.container import PodContext, build_container_spec
+from podkit.sandbox import SandboxFiles, build_sandbox_spec
+
+pytestmark = pytest.mark.integration
+
+RUNTIME_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+RUNTIME_DEFAULT = SecurityProfile(profile_type=ProfileType.RUNTIME_DEFAULT)
+UNCONFINED = SecurityProfile(profile_type=ProfileType.UNCONFINED)
+
+PROBE = """
+echo "seccomp=$(grep '^Seccomp:' /proc/self/status | cut -f2)"
+ls / >/dev/null && echo ls=ok
+cat /proc/self/status >/dev/null && echo cat=ok
+(echo child >/dev/null) && echo fork=ok
+unshare -U true 2>/tmp/err; echo "userns=$? $(cat /tmp/err)"
+unshare -m true 2>/tmp/err; echo "mountns=$? $(cat /tmp/err)"
+mount -t tmpfs pk-seccomp /tmp 2>/tmp/err; echo "mount=$? $(cat /tmp/err)"
+"""
+
+
+class Runtime:
+    """runc or crun with a private ``--root``; deletes every container it ran."""
+
+    def __init__(self, binary: str, root: Path) -> None:
+        self.binary, self.root = binary, root
+        self.ids: list[str] = []
+        self.cgroups: list[str] = []
+        _leaks.register_runtime_root(root)
+
+    def run(self, cid: str, spec: oci.Spec, bundle: Path) -> dict[str, str]:
+        """Run ``spec`` as container ``cid`` to completion; the ``key=value`` lines it printed."""
+        assert spec.linux is not None and spec.linux.cgroups_path
+        self.ids.append(cid)
+        self.cgroups.append(spec.linux.cgroups_path.strip("/"))
+        bundle.mkdir(parents=True)
+        spec.dump(bundle / "config.json")
+        out = subprocess.run(
+            [self.binary, "--root", str(self.root), "run", "--bundle", str(bundle), cid],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+            env=RUNTIME_ENV,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+    def cleanup(self) -> None:
+        for cid in self.ids:
+            subprocess.run([self.binary, "--root", str(self.root), "delete", "-f", cid],
+                           capture_output=True, timeout=30, env=RUNTIME_ENV)
+        # crun also mkdirs its cgroup under the cgroup2 'unified' mountpoint and never removes
+        # it: on the host's cgroup tmpfs when scripts/isolated unmounted 'unified'.
+        unified = Path("/sys/fs/cgroup/unified")
+        if not os.path.ismount(unified):
+            for name in self.cgroups:
+                shutil.rmtree(unified / name, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@pytest.fixture(params=["runc", "crun"])
+def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]:
+    require_root()
+    require_isolated()  # crun 1.8.1 refuses hybrid cgroups outside scripts/isolated
+    rt = Runtime(require_binary(request.param), tmp_path / f"{request.param}-root")
+    try:
+        yield rt
+    finally:
+        rt.cleanup()
+    assert not rt.root.exists() or not any(rt.root.iterdir()), "runtime state left behind"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> SandboxFiles:
+    files = SandboxFiles.under(tmp_path / "pod")
+    Path(files.shm).mkdir(parents=True)
+    Path(files.hostname).write_text("pk-seccomp\n")
+    Path(files.hosts).write_text("127.0.0.1 localhost\n")
+    Path(files.resolv_conf).write_text("")
+    return files
+
+
+def pod_config(seccomp: SecurityProfile | None = None) -> SandboxConfig:
+    return SandboxConfig(
+        metadata=PodSandboxMetadata(name="pk-seccomp", uid="u1", namespace="test"),
+        linux=LinuxPodSandboxConfig(security_context=LinuxSandboxSecurityContext(
+            seccomp=seccomp,
+            namespace_options=NamespaceOption(network=NamespaceMode.NODE),
+        )),
+    )
+
+
+def new_id() -> str:
+    return f"pk-seccomp-{uuid.uuid4().hex[:12]}"
+
+
+def app_spec(
+    cid: str, rootfs: Path, files: SandboxFiles, script: str, seccomp: SecurityProfile | None,
+    caps: Capability | None = None,
+) -> oci.Spec:
+    config = ContainerConfig(
+        metadata=ContainerMetadata(name="app"), image=str(rootfs),
+        command=["sh", "-c", script],
+        linux=LinuxContainerConfig(security_context=LinuxContainerSecurityContext(
+            seccomp=seccomp, capabilities=caps,
+            namespace_options=NamespaceOption(pid=NamespaceMode.CONTAINER),
+        )),
+    )
+    context = PodContext(id="pk-seccomp-pod", config=pod_config(), files=files,
+                         namespace_paths={})
+    return build_container_spec(config, context, id=cid, rootfs=str(rootfs))
+
+
+def run_app(
+    runtime: Runtime, tmp_path: Path, rootfs: Path, files: SandboxFiles, script: str,
+    seccomp: SecurityProfile | None, caps: Capability | None = None,
+) -> dict[str, str]:
+    cid = new_id()
+    spec = app_spec(cid, rootfs, files, script, seccomp, caps)
+    return runtime.run(cid, spec, tmp_path / "bundle")
+
+
+def test_runtime_default_allows_ordinary_work_and_refuses_namespaces(
+    runtime: Runtime, rootfs: Path, files: SandboxFiles, tmp_path: Path
+) -> None:
+    seen = run_app(runtime, tmp_path, rootfs, files, PROBE, RUNTIME_DEFAULT)
+    assert seen["seccomp"] == "2"  # SECCOMP_MODE_FILTER
+    assert (seen["ls"], seen["cat"], seen["fork"]) == ("ok", "ok", "ok")
+    for key in ("userns", "mountns", "mount"):
+        assert not seen[key].startswith("0"), (key, seen)
+    assert "Operation not permitted" in seen["userns"]
+    assert "Operation not permitted" in seen["mountns"]
+
+
+def test_unconfined_is_the_control(
+    runtime: Runtime, rootfs: Path, files: SandboxFiles, tmp_path: Path
+) -> None:
+    """Without a filter the same user namespace is allowed: seccomp refused it above."""
+    seen = run_app(runtime, tmp_path, rootfs, files, PROBE, UNCONFINED)
+    assert seen["seccomp"] == "0"
+    assert seen["userns"].startswith("0"), seen
+    assert not seen["mountns"].startswith("0")  # no CAP_SYS_ADMIN either way
+
+
+def test_runtime_default_with_cap_sys_admin_allows_mounts(
+    runtime: Runtime, rootfs: Path, files: SandboxFiles, tmp_path: Path
+) -> None:
+    caps = Capability(add_capabilities=["SYS_ADMIN"])
+    seen = run_app(runtime, tmp_path, rootfs, files, PROBE, RUNTIME_DEFAULT, caps)
+    assert seen["seccomp"] == "2"
+    assert seen["userns"].startswith("0"), seen
+    assert seen["mountns"].startswith("0"), seen
+    assert seen["mount"].startswith("0"), seen
+
+
+def test_localhost_profile_file_decides_the_errno(
+    runtime: Runtime, rootfs: Path, files: SandboxFiles, tmp_path: Path
+) -> None:
+    profile = tmp_path / "block-mkdir.json"
+    profile.write_text(json.dumps({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                      "errnoRet": 122}],  # EDQUOT: nothing else would say "Disk quota"
+    }))
+    script = ("echo \"seccomp=$(grep '^Seccomp:' /proc/self/status | cut -f2)\";"
+              " mkdir /tmp/pk-x 2>/tmp/err; echo \"mkdir=$? $(cat /tmp/err)\";"
+              " touch /tmp/pk-file && echo touch=ok")
+    localhost = SecurityProfile(profile_type=ProfileType.LOCALHOST, localhost_ref=str(profile))
+    seen = run_app(runtime, tmp_path, rootfs, files, script, localhost)
+    assert seen["seccomp"] == "2"
+    assert seen["mkdir"].startswith("1 ") and "Disk quota exceeded" in seen["mkdir"], seen
+    assert seen["touch"] == "ok"
+
+
+def test_default_errno_ret_is_honoured(
+    runtime: Runtime, rootfs: Path, files: SandboxFiles, tmp_path: Path
+) -> None:
+    """runc 1.1.5 and crun 1.8.1 report an older runtime-spec but apply defaultErrnoRet."""
+    profile = oci.default_profile()
+    profile.default_errno_ret = 122
+    path = tmp_path / "default-edquot.json"
+    oci.codec.dump(profile, path)
+    localhost = SecurityProfile(profile_type=ProfileType.LOCALHOST, localhost_ref=str(path))
+    script = "unshare -U true 2>/tmp/err; echo \"userns=$? $(cat /tmp/err)\""
+    seen = run_app(runtime, tmp_path, rootfs, files, script, localhost)
+    assert "Disk quota exceeded" in seen["userns"], seen
+
+
+def test_pause_container_runtime_default(
+    runtime: Runtime, rootfs: Path, files: SandboxFiles, tmp_path: Path
+) -> None:
+    cid = new_id()
+    spec = build_sandbox_spec(
+        pod_config(RUNTIME_DEFAULT), id=cid, files=files, rootfs=str(rootfs),
+        args=["sh", "-c", PROBE.replace("/tmp/err", "/dev/null")], env=["PATH=/bin"],
+        oom_score_floor=0,
+    )
+    seen = runtime.run(cid, spec, tmp_path / "b")
+    assert seen["seccomp"] == "2"
+    assert seen["ls"] == "ok"
+    assert not seen["userns"].startswith("0")
