@@ -9,9 +9,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
 import shutil
 import socket
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +29,21 @@ from podkit.runtime.logs import CRILogWriter, read_cri_log
 from ._bundles import busybox_config
 
 # -- unit: a real pty over a real socket -------------------------------------------------
+
+
+def read_until(console: Console, needle: bytes, timeout: float = 30.0) -> bytes:
+    """Output until ``needle`` shows up; an EIO while the runtime still sets up the exec's
+    terminal (nobody holds the pty slave for a moment) is not the end yet."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    while needle not in out and time.monotonic() < deadline:
+        ready, _, _ = select.select([console], [], [], 0.05)
+        chunk = console.read() if ready else b""
+        out += chunk
+        if ready and not chunk:
+            time.sleep(0.01)
+    return out
+
 
 
 def send_master(path: Path, fd: int, name: bytes = b"/dev/ptmx") -> None:
@@ -199,7 +216,7 @@ def test_tty_exec_through_console_socket(
             with cs.receive(timeout=30) as console:
                 console.resize(12, 34)
                 console.write(b"go\n")
-                out = console.read_all()
+                out = read_until(console, b"12 34\r\n")
         assert b"12 34\r\n" in out
     finally:
         runtime("delete", "--force", cid)
