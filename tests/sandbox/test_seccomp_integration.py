@@ -37,8 +37,10 @@ from podkit._config import (
     SandboxConfig,
     SecurityProfile,
 )
-from podkit.container import PodContext, build_container_spec
-from podkit.sandbox import SandboxFiles, build_sandbox_spec
+from podkit.container import ContainerConfigError, PodContext, build_container_spec
+from podkit.sandbox import SandboxConfigError, SandboxFiles, SandboxManager, build_sandbox_spec
+
+from ._pods import managed, snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -235,3 +237,75 @@ def test_pause_container_runtime_default(
     assert seen["seccomp"] == "2"
     assert seen["ls"] == "ok"
     assert not seen["userns"].startswith("0")
+
+
+# --- through the SandboxManager (runc + conmon) --------------------------------------------
+
+
+@pytest.fixture
+def manager(rootfs: Path, tmp_path: Path) -> Iterator[SandboxManager]:
+    require_isolated()
+    for binary in ("runc", "conmon"):
+        require_binary(binary)
+    yield from managed(tmp_path / "m", rootfs, networks=False)
+
+
+def host_pod(seccomp: SecurityProfile | None) -> SandboxConfig:
+    return SandboxConfig(
+        metadata=PodSandboxMetadata(name=new_id(), uid=uuid.uuid4().hex, namespace="pk-test"),
+        linux=LinuxPodSandboxConfig(security_context=LinuxSandboxSecurityContext(
+            seccomp=seccomp, namespace_options=NamespaceOption(network=NamespaceMode.NODE),
+        )),
+    )
+
+
+def seccomp_mode(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Seccomp:"):
+            return line.split()[1]
+    raise AssertionError(f"no Seccomp line for pid {pid}")
+
+
+def test_manager_pod_and_container_runtime_default(
+    manager: SandboxManager, rootfs: Path, tmp_path: Path
+) -> None:
+    sb = manager.run_sandbox(host_pod(RUNTIME_DEFAULT))
+    assert seccomp_mode(manager.sandbox_status(sb.id).pid) == "2"
+    config = ContainerConfig(
+        metadata=ContainerMetadata(name="app"), image=str(rootfs), command=["sleep", "600"],
+        linux=LinuxContainerConfig(security_context=LinuxContainerSecurityContext(
+            seccomp=RUNTIME_DEFAULT,
+            namespace_options=NamespaceOption(pid=NamespaceMode.CONTAINER),
+        )),
+    )
+    cid = manager.create_container(sb.id, config)
+    manager.start_container(cid)
+    assert seccomp_mode(manager.container_status(cid).pid) == "2"
+    res = manager.exec_sync(cid, ["sh", "-c", "ls / >/dev/null && unshare -U true"], timeout=10)
+    assert res.exit_code != 0 and b"Operation not permitted" in res.stderr, res
+    manager.remove_sandbox(sb.id)
+
+
+def test_manager_refuses_bad_localhost_profiles_before_creating_anything(
+    manager: SandboxManager, rootfs: Path, tmp_path: Path
+) -> None:
+    missing = SecurityProfile(profile_type=ProfileType.LOCALHOST,
+                              localhost_ref=str(tmp_path / "missing.json"))
+    with pytest.raises(SandboxConfigError, match=r"seccomp\.localhost_ref .*missing\.json"):
+        manager.run_sandbox(host_pod(missing))
+    assert manager.list_sandboxes() == []
+    sb = manager.run_sandbox(host_pod(None))
+    assert seccomp_mode(manager.sandbox_status(sb.id).pid) == "0"
+    before = snapshot()
+    config = ContainerConfig(
+        metadata=ContainerMetadata(name="app"), image=str(rootfs), command=["true"],
+        linux=LinuxContainerConfig(security_context=LinuxContainerSecurityContext(
+            seccomp=missing, namespace_options=NamespaceOption(pid=NamespaceMode.CONTAINER),
+        )),
+    )
+    with pytest.raises(ContainerConfigError, match=r"seccomp\.localhost_ref .*missing\.json"):
+        manager.create_container(sb.id, config)
+    assert manager.list_containers() == []
+    assert snapshot() == before
+    assert not list((tmp_path / "m" / "root" / "containers").glob("*"))
+    manager.remove_sandbox(sb.id)
