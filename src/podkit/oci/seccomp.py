@@ -140,11 +140,11 @@ _BY_CAPABILITY: tuple[tuple[str, tuple[str, ...]], ...] = (
 _FAMILY = {
     "x86_64": "amd64", "amd64": "amd64",
     "i386": "386", "i486": "386", "i586": "386", "i686": "386", "x86": "386",
-    "aarch64": "arm64", "arm64": "arm64", "aarch64_be": "arm64",
+    "aarch64": "arm64", "arm64": "arm64",
     "armv6l": "arm", "armv7l": "arm", "armv8l": "arm", "arm": "arm",
-    "s390x": "s390x", "s390": "s390x",
+    "s390x": "s390x",
     "ppc64le": "ppc64le", "ppc64": "ppc64",
-    "mips64": "mips64", "mips": "mips64",
+    "mips64": "mips64",
     "riscv64": "riscv64",
     "loongarch64": "loong64",
 }  # fmt: skip
