@@ -107,6 +107,17 @@ def test_known_applied_fields_are_not_reported() -> None:
     ]
 
 
+def test_known_applied_list_fields_match_any_index() -> None:
+    s = spec(linux={"seccomp": {"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 1,
+                                "syscalls": [{"names": ["a"], "action": "SCMP_ACT_ALLOW"},
+                                             {"names": ["b"], "action": "SCMP_ACT_ERRNO",
+                                              "errnoRet": 38}]}})
+    assert paths(check_spec(s, runc_features())) == [
+        "$.linux.seccomp.defaultErrnoRet", "$.linux.seccomp.syscalls[1].errnoRet"]
+    assert check_spec(s, runc_features(), applied={
+        "$.linux.seccomp.defaultErrnoRet", "$.linux.seccomp.syscalls[].errnoRet"}) == []
+
+
 def test_unsupported_hook_reported() -> None:
     f = runc_features()
     assert f.hooks is not None

@@ -38,6 +38,7 @@ from podkit._config import (
     SecurityProfile,
 )
 from podkit.container import ContainerConfigError, PodContext, build_container_spec
+from podkit.runtime import Runc
 from podkit.sandbox import SandboxConfigError, SandboxFiles, SandboxManager, build_sandbox_spec
 
 from ._pods import managed, snapshot
@@ -222,6 +223,12 @@ def test_default_errno_ret_is_honoured(
     script = "unshare -U true 2>/tmp/err; echo \"userns=$? $(cat /tmp/err)\""
     seen = run_app(runtime, tmp_path, rootfs, files, script, localhost)
     assert "Disk quota exceeded" in seen["userns"], seen
+    # so podkit's runtime adapter does not warn that they would be ignored
+    spec = oci.default_spec()
+    oci.with_seccomp_profile(profile)(spec)
+    assert spec.linux is not None and spec.linux.seccomp is not None
+    assert any(s.errno_ret for s in spec.linux.seccomp.syscalls or [])
+    assert Runc(runtime.binary).check_spec(spec) == []
 
 
 def test_pause_container_runtime_default(

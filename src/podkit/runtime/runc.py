@@ -320,9 +320,12 @@ def parse_version(text: str) -> RuntimeVersion:
 
 _SEMVER_CORE = re.compile(r"^\d+\.\d+\.\d+")
 
-# JSON paths of fields a runtime applies although the runtime-spec version its ``--version``
-# reports predates them (checked on this machine: runc-empirical.md §5 for ``domainname``, the
-# rest in tests/runtime/test_runc_integration.py): crun 1.8.1 reports 1.0.0.
+# JSON paths (list indexes as ``[]``) of fields a runtime applies although the runtime-spec
+# version it reports predates them (checked on this machine: runc-empirical.md §5 for
+# ``domainname``, the rest in tests/runtime/test_runc_integration.py and
+# tests/sandbox/test_seccomp_integration.py): crun 1.8.1 reports 1.0.0, runc 1.1.5 1.0.2-dev.
+_SECCOMP_ERRNO = frozenset({"$.linux.seccomp.defaultErrnoRet",
+                            "$.linux.seccomp.syscalls[].errnoRet"})
 _KNOWN_APPLIED: dict[str, frozenset[str]] = {
     "crun": frozenset({
         "$.domainname",
@@ -331,8 +334,10 @@ _KNOWN_APPLIED: dict[str, frozenset[str]] = {
         "$.hooks.createRuntime",
         "$.hooks.createContainer",
         "$.hooks.startContainer",
-    }),
+    }) | _SECCOMP_ERRNO,
+    "runc": _SECCOMP_ERRNO,
 }
+_INDEX = re.compile(r"\[\d+\]")
 
 
 def _unknown_keys(spec: oci.Spec) -> list[oci.Problem]:
@@ -357,13 +362,15 @@ def check_spec(
     ``oci.unsupported_fields`` against the runtime's ``features`` where it has them, else
     against what its ``--version`` says (``spec_version``: ociVersionMin/Max, nothing else
     known; no version check when it reports none). ``applied``: JSON paths the runtime is known
-    to honour anyway. Unknown top-level keys are always reported: runtimes ignore them.
+    to honour anyway (``[]`` for any list index). Unknown top-level keys are always reported:
+    runtimes ignore them.
     """
     problems = _unknown_keys(spec)
     if features is None and spec_version and _SEMVER_CORE.match(spec_version):
         features = oci.Features(oci_version_min=spec_version, oci_version_max=spec_version)
     if features is not None:
-        problems += [p for p in oci.unsupported_fields(spec, features) if p.path not in applied]
+        problems += [p for p in oci.unsupported_fields(spec, features)
+                     if p.path not in applied and _INDEX.sub("[]", p.path) not in applied]
     return problems
 
 
@@ -741,17 +748,16 @@ class Runc:
     def check_spec(self, spec: oci.Spec) -> builtins.list[oci.Problem]:
         """``check_spec(spec)`` against this runtime's features (or reported spec version).
 
-        Without ``features`` (crun 1.8.1), fields the runtime is known to apply although its
-        reported spec version predates them (crun reports 1.0.0 but sets ``domainname``,
-        ``umask``, ``personality``, createRuntime/createContainer/startContainer hooks) are not
-        reported.
+        Fields the runtime is known to apply although its reported spec version predates them
+        are not reported: crun 1.8.1 reports 1.0.0 but sets ``domainname``, ``umask``,
+        ``personality`` and the createRuntime/createContainer/startContainer hooks; both honour
+        seccomp ``defaultErrnoRet``/``errnoRet`` (spec 1.1.0; runc 1.1.5 reports 1.0.2-dev).
         """
+        applied = _KNOWN_APPLIED.get(self.version().name, frozenset())
         try:
-            return check_spec(spec, self.features())
+            return check_spec(spec, self.features(), applied=applied)
         except UnsupportedOperationError:
-            version = self.version()
-            return check_spec(spec, None, version.spec,
-                              applied=_KNOWN_APPLIED.get(version.name, frozenset()))
+            return check_spec(spec, None, self.version().spec, applied=applied)
 
     def state(self, id: str) -> ContainerState:
         """The container's state, normalised across runc and crun."""
