@@ -347,9 +347,10 @@ class Registry:
                 writer.restart()  # the registry ignored Range: start over
             if progress:
                 progress(Progress(desc.digest, "copying", writer.offset, desc.size))
+            buf = memoryview(bytearray(_CHUNK))  # reused: no fresh pages per chunk
             try:
-                while chunk := resp.read(_CHUNK):
-                    writer.write(chunk)
+                while n := resp.readinto(buf):
+                    writer.write(buf[:n])
                     if progress:
                         progress(Progress(desc.digest, "copying", writer.offset, desc.size))
             except (http.client.IncompleteRead, *_NETWORK_ERRORS) as e:
