@@ -26,7 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -369,26 +369,26 @@ class Registry:
         want = platform or host_platform()
         with store.hold():
             target, raw = self._get_manifest(reference, reference.object)
-            store.put_blob(raw, f" (manifest of {reference})")
             cache = {target.digest: raw}
 
             def read(desc: Descriptor) -> bytes:
                 if desc.digest not in cache:
-                    _, body = self._get_manifest(reference, desc.digest, desc)
-                    store.put_blob(body, f" (manifest of {reference})")
-                    cache[desc.digest] = body
+                    cache[desc.digest] = self._get_manifest(reference, desc.digest, desc)[1]
                 return cache[desc.digest]
 
             manifest_desc, _ = resolve_platform_manifest(read, target, want, str(reference))
             manifest = parse_manifest(read(manifest_desc), manifest_desc.media_type,
                                       f"manifest {manifest_desc.digest} of {reference}")
-            self._fetch_blob(store, reference, manifest.config, progress)
             if progress:
                 for layer in manifest.layers:
                     progress(Progress(layer.digest, "waiting", 0, layer.size))
-            with ThreadPoolExecutor(self.max_workers, "podkit-pull") as pool:
-                futures = [pool.submit(self._fetch_blob, store, reference, layer, progress)
-                           for layer in manifest.layers]
+            # manifests, config and layers are stored side by side: their fsyncs overlap
+            with ThreadPoolExecutor(self.max_workers + 1, "podkit-pull") as pool:
+                futures: list[Future[object]] = [
+                    pool.submit(store.put_blob, body, f" (manifest of {reference})")
+                    for body in cache.values()]
+                futures += [pool.submit(self._fetch_blob, store, reference, blob, progress)
+                            for blob in (manifest.config, *manifest.layers)]
                 errors = [f.exception() for f in futures]
             for err in errors:
                 if err is not None:
