@@ -57,6 +57,7 @@ from podkit.errors import (
 )
 from podkit.runtime import (
     AttachStream,
+    Bundle,
     Conmon,
     ConmonSupervisor,
     ExecResult,
@@ -594,6 +595,7 @@ class SandboxManager:
         self._names: dict[str, str] = {}
         self._sandboxes: dict[str, Sandbox] = {}
         self._containers: dict[str, Container] = {}
+        self._built: dict[str, Bundle] = {}  # bundles of CREATED containers, spec in memory
         self._sandbox_locks: dict[str, threading.RLock] = {}
         self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
         self._lock_cm.__enter__()  # ConflictError while another manager uses state_dir
@@ -1174,6 +1176,7 @@ class SandboxManager:
                 self._save(c)
                 with self._lock:
                     self._containers[c.id] = c
+                    self._built[c.id] = Bundle(bundle, spec)
             except BaseException as exc:
                 try:
                     self._forget_container(c)
@@ -1218,6 +1221,7 @@ class SandboxManager:
         self._drop_record("containers", c.id)
         with self._lock:
             self._containers.pop(c.id, None)
+            self._built.pop(c.id, None)
         self._release(c.name, c.id)
 
     def _log_path(self, c: Container) -> str:
@@ -1238,9 +1242,11 @@ class SandboxManager:
             self._save(c)
             cfg = c.config
             started = _now()
+            with self._lock:
+                built = self._built.pop(id, None)
             try:
                 c.pid = self.supervisor.start(
-                    id, self._container_dir(id) / "bundle", log_path=self._log_path(c),
+                    id, built or self._container_dir(id) / "bundle", log_path=self._log_path(c),
                     tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)
             except BaseException as exc:
                 with contextlib.suppress(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,13 @@ def test_load_round_trip(tmp_path: Path) -> None:
     assert again.spec == b.spec
     with pytest.raises(NotFoundError, match=r"no config\.json"):
         Bundle.load(tmp_path / "nope")
+
+
+def test_bundle_is_a_path(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    b = Bundle.create(tmp_path / "b", base_spec(), rootfs=tmp_path / "r")
+    assert os.fspath(b) == str(tmp_path / "b")
+    assert Path(b) / "config.json" == b.config_path
 
 
 def test_missing_rootfs_refused_and_nothing_written(tmp_path: Path) -> None:

@@ -34,6 +34,10 @@ class Bundle:
     def __repr__(self) -> str:
         return f"Bundle({str(self.path)!r})"
 
+    def __fspath__(self) -> str:
+        """The directory: a ``Bundle`` goes wherever a bundle path does (and is not re-read)."""
+        return str(self.path)
+
     @property
     def config_path(self) -> Path:
         """``<path>/config.json``."""
