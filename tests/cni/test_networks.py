@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,8 @@ def test_setup_merges_results(client: cni.CNI, fake: FakeExec) -> None:
     pod = cni.Networks(client, [_net("a", "pa"), _net("b", "pb"), _net("c", "pc")],
                        loopback=True)
     res = pod.setup("ctr", "/run/netns/p", args=[("IgnoreUnknown", "1")])
-    assert [(c.config["name"], c.env["CNI_IFNAME"]) for c in fake.calls_for("ADD")] == [
-        ("cni-loopback", "lo"), ("a", "eth0"), ("b", "eth1"), ("c", "eth2")]
+    assert sorted((c.config["name"], c.env["CNI_IFNAME"]) for c in fake.calls_for("ADD")) == [
+        ("a", "eth0"), ("b", "eth1"), ("c", "eth2"), ("cni-loopback", "lo")]
     assert set(res.interfaces) == {"lo", "eth0", "eth1", "eth2"}
     assert res.primary_ip() == "10.0.0.5" and res.primary_ip("eth1") == "10.1.0.5"
     assert res.interfaces["eth2"].ips[0].address == "10.2.0.5/24"  # no index: own ifname
@@ -70,6 +71,32 @@ def test_failure_removes_earlier_networks(client: cni.CNI, fake: FakeExec) -> No
         pod.setup("ctr", "/run/netns/p")
     assert info.value.network == "c"
     assert [c.config["name"] for c in fake.calls_for("DEL")] == ["c", "b", "a"]
+    assert client.cached_attachments() == []
+
+
+def test_networks_are_attached_concurrently(client: cni.CNI, fake: FakeExec) -> None:
+    # each ADD waits for the other: attached one after the other, the barrier would break
+    both = threading.Barrier(2, timeout=10)
+
+    def meet(call: Any) -> dict[str, Any]:
+        both.wait()
+        return _result(call.env["CNI_IFNAME"], "10.0.0.5/24")
+
+    fake.on("pa", "ADD", handler=meet)
+    fake.on("pb", "ADD", handler=meet)
+    pod = cni.Networks(client, [_net("a", "pa"), _net("b", "pb")])
+    assert set(pod.setup("ctr", "/run/netns/p").interfaces) == {"eth0", "eth1"}
+
+
+def test_failure_removes_every_attached_network(client: cni.CNI, fake: FakeExec) -> None:
+    fake.on("pa", "ADD", error=cni.CNIError(999, "a broke"))
+    fake.on("pb", "ADD", error=cni.CNIError(999, "b broke"))
+    pod = cni.Networks(client, [_net("a", "pa"), _net("b", "pb"), _net("c", "pc")],
+                       loopback=True)
+    with pytest.raises(cni.CNIError, match="a broke"):  # the first in attachment order
+        pod.setup("ctr", "/run/netns/p")
+    # the later network c and the loopback were attached meanwhile: both are removed again
+    assert {"c", "cni-loopback"} <= {c.config["name"] for c in fake.calls_for("DEL")}
     assert client.cached_attachments() == []
 
 

@@ -1,9 +1,10 @@
 """Several networks per pod, like containerd's go-cni, with a real teardown story.
 
 ``Networks`` attaches an ordered list of networks to one netns: optional loopback (``lo``) first,
-then each configured network as ``eth0``, ``eth1``, ... ``setup`` runs them in order and, if
-network n fails, removes networks n-1..1 before raising; ``remove`` runs in reverse order and
-tries every network even when one fails; results are merged into a ``PodNetworkResult``.
+then each configured network as ``eth0``, ``eth1``, ... ``setup`` attaches them concurrently (as
+go-cni does: the pod waits for the slowest network, not for the sum) and, if any fails, removes
+the ones that were attached before raising; ``remove`` runs in reverse order and tries every
+network even when one fails; results are merged in attachment order into a ``PodNetworkResult``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -172,27 +174,33 @@ class Networks:
     def setup(self, container_id: str, netns_path: str, *,
               args: Sequence[tuple[str, str]] = (),
               capability_args: Mapping[str, Any] | None = None) -> PodNetworkResult:
-        """Attach every network in order; on failure detach the ones already attached."""
+        """Attach every network (concurrently); if any fails, detach the attached ones and
+        raise the first failure in attachment order."""
         caps = capability_args or {}
-        results: dict[str, AnyResult] = {}
-        done: list[Attachment] = []
-        for att in self.attachments:
-            rt = self._rt(att, container_id, netns_path, args, caps)
+
+        def add(att: Attachment) -> AnyResult:
+            return self.client.add(att.config,
+                                   self._rt(att, container_id, netns_path, args, caps))
+
+        outcomes = _each(add, self.attachments)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if not failures:
+            return _merge(self.attachments, {
+                att.config.name: o for att, o in zip(self.attachments, outcomes, strict=True)
+                if not isinstance(o, BaseException)})
+        undo: dict[str, BaseException] = {}
+        for att, o in reversed(list(zip(self.attachments, outcomes, strict=True))):
+            if isinstance(o, BaseException):
+                continue
             try:
-                results[att.config.name] = self.client.add(att.config, rt)
-            except PodkitError as e:
-                undo: dict[str, BaseException] = {}
-                for prev in reversed(done):
-                    try:
-                        self.client.delete(prev.config,
-                                           self._rt(prev, container_id, netns_path, args, caps))
-                    except PodkitError as de:
-                        undo[prev.config.name] = de
-                if isinstance(e, CNIError) and undo:
-                    e = e.with_context(rollback_errors=(*e.rollback_errors, *undo.values()))
-                raise e from None
-            done.append(att)
-        return _merge(self.attachments, results)
+                self.client.delete(att.config,
+                                   self._rt(att, container_id, netns_path, args, caps))
+            except PodkitError as de:
+                undo[att.config.name] = de
+        e = failures[0]
+        if isinstance(e, CNIError) and undo:
+            e = e.with_context(rollback_errors=(*e.rollback_errors, *undo.values()))
+        raise e from None
 
     def remove(self, container_id: str, netns_path: str, *,
                args: Sequence[tuple[str, str]] = (),
@@ -226,3 +234,19 @@ class Networks:
         """STATUS of every network (no-op for lists older than 1.1.0)."""
         for att in self.attachments:
             self.client.status(att.config)
+
+
+def _each(fn: Callable[[Attachment], AnyResult], atts: Sequence[Attachment],
+          ) -> list[AnyResult | BaseException]:
+    """``fn`` of every attachment, in threads when there are several; errors as values."""
+    if len(atts) < 2:
+        out: list[AnyResult | BaseException] = []
+        for att in atts:
+            try:
+                out.append(fn(att))
+            except Exception as e:
+                out.append(e)
+        return out
+    with ThreadPoolExecutor(len(atts), "podkit-cni") as pool:
+        futures = [pool.submit(fn, att) for att in atts]
+    return [f.exception() or f.result() for f in futures]
