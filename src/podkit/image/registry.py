@@ -382,13 +382,17 @@ class Registry:
             if progress:
                 for layer in manifest.layers:
                     progress(Progress(layer.digest, "waiting", 0, layer.size))
-            # manifests, config and layers are stored side by side: their fsyncs overlap
-            with ThreadPoolExecutor(self.max_workers + 1, "podkit-pull") as pool:
+            # manifests and config are stored beside the layers, each in its own thread: a
+            # small fsync can wait long for the layers' data and must not hold up a layer
+            with ThreadPoolExecutor(len(cache) + 1, "podkit-pull-meta") as meta, \
+                    ThreadPoolExecutor(self.max_workers, "podkit-pull") as pool:
                 futures: list[Future[object]] = [
-                    pool.submit(store.put_blob, body, f" (manifest of {reference})")
+                    meta.submit(store.put_blob, body, f" (manifest of {reference})")
                     for body in cache.values()]
-                futures += [pool.submit(self._fetch_blob, store, reference, blob, progress)
-                            for blob in (manifest.config, *manifest.layers)]
+                futures.append(meta.submit(self._fetch_blob, store, reference, manifest.config,
+                                           progress))
+                futures += [pool.submit(self._fetch_blob, store, reference, layer, progress)
+                            for layer in manifest.layers]
                 errors = [f.exception() for f in futures]
             for err in errors:
                 if err is not None:
