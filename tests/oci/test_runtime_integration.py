@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from _runtimes import OneShotRuntime, report
 from conftest import make_busybox_rootfs, require, require_binary, require_isolated, require_root
 from podkit import oci
 
@@ -25,7 +25,6 @@ pytestmark = pytest.mark.integration
 
 CAPS = ["CAP_CHOWN", "CAP_KILL", "CAP_NET_BIND_SERVICE"]  # bits 0, 5, 10
 CAP_MASK = (1 << 0) | (1 << 5) | (1 << 10)
-RUNTIME_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 SCRIPT = """
 echo "hostname=$(hostname)"
@@ -52,38 +51,11 @@ def rootfs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-class Runtime:
-    """One runtime binary with a private ``--root``; deletes every container it ran."""
+class Runtime(OneShotRuntime):
+    """A runtime whose containers get fresh ``pk-oci-`` IDs."""
 
-    def __init__(self, binary: str, root: Path) -> None:
-        self.binary, self.root = binary, root
-        self.ids: list[str] = []
-        self.cgroups: list[str] = []
-
-    def run(self, bundle: Path, spec: oci.Spec) -> subprocess.CompletedProcess[str]:
-        cid = f"pk-oci-{uuid.uuid4().hex[:12]}"
-        self.ids.append(cid)
-        if spec.linux and spec.linux.cgroups_path:
-            self.cgroups.append(spec.linux.cgroups_path.strip("/"))
-        bundle.mkdir(parents=True, exist_ok=True)
-        spec.dump(bundle / "config.json")
-        return subprocess.run(
-            [self.binary, "--root", str(self.root), "run", "--bundle", str(bundle), cid],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-            env=RUNTIME_ENV,
-        )
-
-    def cleanup(self) -> None:
-        for cid in self.ids:
-            subprocess.run([self.binary, "--root", str(self.root), "delete", "-f", cid],
-                           capture_output=True, timeout=30, env=RUNTIME_ENV)
-        shutil.rmtree(self.root, ignore_errors=True)
-        # crun also mkdirs its cgroup under the cgroup2 'unified' mountpoint that scripts/isolated
-        # unmounted, i.e. on the host's /sys/fs/cgroup tmpfs, and never removes it: remove ours.
-        unified = Path("/sys/fs/cgroup/unified")
-        if not os.path.ismount(unified):
-            for name in self.cgroups:
-                shutil.rmtree(unified / name, ignore_errors=True)
+    def run(self, bundle: Path, spec: oci.Spec) -> subprocess.CompletedProcess[str]:  # type: ignore[override]
+        return super().run(f"pk-oci-{uuid.uuid4().hex[:12]}", spec, bundle)
 
 
 @pytest.fixture(params=["runc", "crun"])
@@ -97,10 +69,6 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runtime]
     finally:
         rt.cleanup()
     assert not list(rt.root.glob("pk-oci-*")), "runtime state left behind"
-
-
-def _report(stdout: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in stdout.splitlines() if "=" in line)
 
 
 def _cgroup_dirs(name: str) -> list[Path]:
@@ -151,7 +119,7 @@ def test_default_spec_with_options_runs(runtime: Runtime, rootfs: Path, tmp_path
     result = runtime.run(tmp_path / "bundle", spec)
 
     assert result.returncode == 0, result.stderr
-    seen = _report(result.stdout)
+    seen = report(result.stdout)
     assert seen["hostname"] == "pk-oci-host"
     assert seen["greeting"] == "hello from podkit"
     uid, gid, groups = seen["id"].split(":")

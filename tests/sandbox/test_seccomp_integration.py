@@ -10,16 +10,13 @@ the errno a blocked syscall returns.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import _leaks
+from _runtimes import OneShotRuntime, report
 from conftest import require_binary, require_isolated, require_root
 from podkit import oci
 from podkit._config import (
@@ -45,7 +42,6 @@ from ._pods import managed, snapshot
 
 pytestmark = pytest.mark.integration
 
-RUNTIME_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 RUNTIME_DEFAULT = SecurityProfile(profile_type=ProfileType.RUNTIME_DEFAULT)
 UNCONFINED = SecurityProfile(profile_type=ProfileType.UNCONFINED)
 
@@ -60,41 +56,14 @@ mount -t tmpfs pk-seccomp /tmp 2>/tmp/err; echo "mount=$? $(cat /tmp/err)"
 """
 
 
-class Runtime:
-    """runc or crun with a private ``--root``; deletes every container it ran."""
+class Runtime(OneShotRuntime):
+    """A runtime whose runs must succeed; they return the ``key=value`` lines printed."""
 
-    def __init__(self, binary: str, root: Path) -> None:
-        self.binary, self.root = binary, root
-        self.ids: list[str] = []
-        self.cgroups: list[str] = []
-        _leaks.register_runtime_root(root)
-
-    def run(self, cid: str, spec: oci.Spec, bundle: Path) -> dict[str, str]:
-        """Run ``spec`` as container ``cid`` to completion; the ``key=value`` lines it printed."""
+    def run(self, cid: str, spec: oci.Spec, bundle: Path) -> dict[str, str]:  # type: ignore[override]
         assert spec.linux is not None and spec.linux.cgroups_path
-        self.ids.append(cid)
-        self.cgroups.append(spec.linux.cgroups_path.strip("/"))
-        bundle.mkdir(parents=True)
-        spec.dump(bundle / "config.json")
-        out = subprocess.run(
-            [self.binary, "--root", str(self.root), "run", "--bundle", str(bundle), cid],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-            env=RUNTIME_ENV,
-        )
+        out = super().run(cid, spec, bundle)
         assert out.returncode == 0, out.stdout + out.stderr
-        return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
-
-    def cleanup(self) -> None:
-        for cid in self.ids:
-            subprocess.run([self.binary, "--root", str(self.root), "delete", "-f", cid],
-                           capture_output=True, timeout=30, env=RUNTIME_ENV)
-        # crun also mkdirs its cgroup under the cgroup2 'unified' mountpoint and never removes
-        # it: on the host's cgroup tmpfs when scripts/isolated unmounted 'unified'.
-        unified = Path("/sys/fs/cgroup/unified")
-        if not os.path.ismount(unified):
-            for name in self.cgroups:
-                shutil.rmtree(unified / name, ignore_errors=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        return report(out.stdout)
 
 
 @pytest.fixture(params=["runc", "crun"])
