@@ -30,9 +30,10 @@ from podkit._config import (
     SandboxConfig,
     SupplementalGroupsPolicy,
 )
+from podkit.apparmor import AppArmorHost
 from podkit.cdi.annotations import devices_from_request
 from podkit.errors import InvalidArgumentError
-from podkit.sandbox import SandboxFiles, seccomp_opt, selinux_label
+from podkit.sandbox import SandboxFiles, apparmor_opt, seccomp_opt, selinux_label
 
 __all__ = [
     "Capability",
@@ -100,8 +101,13 @@ class PodContext:
     hostname: str = ""
 
 
-def validate_container_config(config: ContainerConfig, pod: PodContext) -> None:
-    """Refuse configs containerd refuses, before anything is created."""
+def validate_container_config(
+    config: ContainerConfig, pod: PodContext, *, apparmor_host: AppArmorHost | None = None
+) -> None:
+    """Refuse configs containerd refuses, before anything is created.
+
+    ``apparmor_host`` is where AppArmor profiles are looked up (default: this machine).
+    """
     if not config.metadata.name:
         raise ContainerConfigError("metadata.name: must not be empty")
     if "_" in config.metadata.name or "/" in config.metadata.name:
@@ -138,6 +144,8 @@ def validate_container_config(config: ContainerConfig, pod: PodContext) -> None:
             raise ContainerConfigError(
                 f"devices[{i}].permissions {d.permissions!r}: must be a subset of 'rwm'"
             )
+    apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
+                 error=ContainerConfigError)
     seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError)
 
 
@@ -302,15 +310,17 @@ def build_container_spec(
     container_annotations: Sequence[str] = (),
     pod_annotations: Sequence[str] = (),
     cgroup_namespace: str = "podkit",
+    apparmor_host: AppArmorHost | None = None,
 ) -> oci.Spec:
     """The OCI spec of an application container in ``pod`` (containerd's container spec).
 
     ``rootfs`` is the container's root directory (absolute: user names are resolved in it);
     ``target_pid_namespace`` is the pid namespace file of the TARGET container when
     ``namespace_options.pid`` is TARGET; ``cdi`` resolves ``cdi_devices`` and ``cdi.k8s.io/``
-    annotations, applied last.
+    annotations, applied last. AppArmor profiles are checked against ``apparmor_host``
+    (default: this machine), where podkit's default profile is loaded if it is needed.
     """
-    validate_container_config(config, pod)
+    validate_container_config(config, pod, apparmor_host=apparmor_host)
     img = image or ImageDefaults()
     sc = config.linux.security_context
     pod_sc = pod.config.linux.security_context
@@ -413,7 +423,7 @@ def build_container_spec(
         if "user" in paths:
             opts.append(oci.with_namespace_path("user", paths["user"]))
 
-    # platformSpecOpts: user and groups, seccomp, then CDI last.
+    # platformSpecOpts: user and groups, AppArmor, seccomp, then CDI last.
     user = _user_string(sc) or img.user
     if user:
         opts.append(oci.with_user(user, rootfs=rootfs))
@@ -421,6 +431,10 @@ def build_container_spec(
             opts.append(oci.with_additional_gids(user, rootfs=rootfs))
     if sc.supplemental_groups:
         opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
+    profile = apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
+                           error=ContainerConfigError)
+    if profile is not None:  # after with_privileged: a Localhost profile applies even then
+        opts.append(profile)
     seccomp = seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError)
     if seccomp is not None:  # after the capabilities: the default profile follows them
         opts.append(seccomp)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from podkit import _cri_rules, oci
+from podkit import _cri_rules, apparmor, oci
 from podkit._config import (
     DNSConfig,
     IDMapping,
@@ -103,6 +103,7 @@ __all__ = [
     "SandboxStats",
     "SecurityProfile",
     "UserNamespace",
+    "apparmor_opt",
     "build_sandbox_spec",
     "default_network_config",
     "default_networks",
@@ -196,6 +197,71 @@ def seccomp_opt(
         raise error(f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: {e}") from e
 
 
+_APPARMOR_FIELD = "linux.security_context.apparmor"
+
+
+def apparmor_opt(
+    profile: SecurityProfile | None,
+    *,
+    privileged: bool,
+    host: apparmor.AppArmorHost | None = None,
+    error: type[InvalidArgumentError] = SandboxConfigError,
+) -> oci.SpecOpt | None:
+    """The AppArmor option for a container's CRI ``SecurityProfile`` (containerd's
+    ``generateApparmorSpecOpts``); ``host`` defaults to this machine (``apparmor.HOST``).
+
+    Unset or RuntimeDefault: podkit's default profile (``apparmor.DEFAULT_PROFILE``, loaded on
+    the host when the option is applied if the kernel does not list it yet), none when
+    ``privileged``; Localhost: the loaded profile named by ``localhost_ref`` (a leading
+    ``localhost/`` is trimmed); Unconfined: none. On a host without AppArmor an unset profile
+    means none and anything but Unconfined is refused. Bad profiles raise ``error`` naming the
+    field; host faults (parser missing, profiles list unreadable) raise ``apparmor.AppArmorError``.
+    """
+    host = host or apparmor.HOST
+    kind = profile.profile_type if profile is not None else None
+    ref = profile.localhost_ref if profile is not None else ""
+    if kind is not None and kind != ProfileType.LOCALHOST and ref:
+        raise error(
+            f"{_APPARMOR_FIELD}.localhost_ref {ref!r}: only valid with profile_type LOCALHOST"
+        )
+    if kind is not None and kind not in (
+        ProfileType.RUNTIME_DEFAULT, ProfileType.UNCONFINED, ProfileType.LOCALHOST
+    ):
+        raise error(f"{_APPARMOR_FIELD}.profile_type {kind!r}: unknown profile type")
+    if not host.enabled():
+        if kind is None or kind == ProfileType.UNCONFINED:
+            return None
+        raise error(
+            f"{_APPARMOR_FIELD}: AppArmor is not enabled on this host; profile_type "
+            f"{kind.name} needs it (leave the profile unset or use UNCONFINED)"
+        )
+    if kind == ProfileType.UNCONFINED:
+        return None
+    if kind == ProfileType.LOCALHOST:
+        name = ref.removeprefix("localhost/")  # the deprecated string form, as containerd trims
+        if not name:
+            raise error(f"{_APPARMOR_FIELD}.localhost_ref: required for a Localhost profile")
+        if name not in host.loaded_profiles():
+            raise error(
+                f"{_APPARMOR_FIELD}.localhost_ref {ref!r}: AppArmor profile {name!r} is not "
+                f"loaded (not listed in {host.profiles_file})"
+            )
+        return oci.with_apparmor_profile(name)
+    if privileged:  # unset or RuntimeDefault
+        return None
+    if not host.is_loaded(apparmor.DEFAULT_PROFILE):
+        host.find_parser()  # it will have to be loaded: fail now if it cannot be
+    return _with_default_apparmor(host)
+
+
+def _with_default_apparmor(host: apparmor.AppArmorHost) -> oci.SpecOpt:
+    def opt(spec: oci.Spec) -> None:
+        host.ensure_default_profile(apparmor.DEFAULT_PROFILE)
+        oci.with_apparmor_profile(apparmor.DEFAULT_PROFILE)(spec)
+
+    return opt
+
+
 def validate_sandbox_config(config: SandboxConfig) -> None:
     """Refuse configs containerd refuses, before anything is created."""
     md = config.metadata
@@ -272,6 +338,8 @@ def build_sandbox_spec(
     ``files`` are the hostname/hosts/resolv.conf/shm paths the manager prepares; ``netns_path``
     is the pinned network namespace (required unless the pod uses the host network);
     ``oom_score_floor`` clamps the pause's OOM score when lowering it is not permitted.
+    The pause gets no AppArmor profile, whatever ``security_context.apparmor`` says (containerd:
+    the sandbox security context does not provide one).
     """
     validate_sandbox_config(config)
     if not args:
