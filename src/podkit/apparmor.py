@@ -93,7 +93,7 @@ def render_default_profile(
     lines.append("#include <tunables/global>" if tunables else "@{PROC}=/proc/")
     lines += ["", f"profile {name} flags=(attach_disconnected,mediate_deleted) {{"]
     if base_abstraction:
-        lines.append("  #include <abstractions/base>")
+        lines += ["  #include <abstractions/base>", ""]
     lines += [
         "  # what a container ordinarily does; capabilities and seccomp narrow it further",
         "  network,",
@@ -275,19 +275,23 @@ class AppArmorHost:
 
 
 HOST = AppArmorHost()
-"""The real host (kernel files, ``apparmor_parser`` from sbin/bin)."""
+"""The real host (kernel files, ``apparmor_parser`` from sbin/bin): what the builders use when
+no host is given (looked up at call time, so a test may swap it)."""
 
 
-def enabled(host: AppArmorHost = HOST) -> bool:
-    """Whether ``host`` (by default this machine) enforces AppArmor."""
-    return host.enabled()
+def enabled(host: AppArmorHost | None = None) -> bool:
+    """Whether ``host`` (by default :data:`HOST`, this machine) enforces AppArmor."""
+    return (host or HOST).enabled()
 
 
-def loaded_profiles(host: AppArmorHost = HOST) -> frozenset[str]:
-    """The names of the AppArmor profiles ``host`` has loaded."""
-    return host.loaded_profiles()
+def loaded_profiles(host: AppArmorHost | None = None) -> frozenset[str]:
+    """The names of the AppArmor profiles ``host`` (by default :data:`HOST`) has loaded."""
+    return (host or HOST).loaded_profiles()
 
 
-def ensure_default_profile(name: str = DEFAULT_PROFILE, *, host: AppArmorHost = HOST) -> bool:
-    """Make sure podkit's default profile is loaded on ``host``; True when it was loaded now."""
-    return host.ensure_default_profile(name)
+def ensure_default_profile(
+    name: str = DEFAULT_PROFILE, *, host: AppArmorHost | None = None
+) -> bool:
+    """Make sure podkit's default profile is loaded on ``host`` (by default :data:`HOST`);
+    True when it was loaded now."""
+    return (host or HOST).ensure_default_profile(name)
