@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -253,11 +254,31 @@ def test_parser_that_loads_nothing_is_caught(fake: Fake) -> None:
         silent.host.ensure_default_profile()
 
 
-def test_parser_timeout_kills_it(fake: Fake) -> None:
-    slow = fake.with_parser("#!/bin/sh\nsleep 600\n")
-    host = attrs.evolve(slow.host, timeout=0.2)
-    with pytest.raises(AppArmorError, match=r"did not finish within 0.2 s; its process group"):
+def _group_alive(pgid: int) -> list[int]:
+    """Processes of process group ``pgid`` that are not (yet) dead."""
+    alive = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            alive.append(int(stat_file.parent.name))
+    return alive
+
+
+def test_parser_timeout_kills_its_process_group(fake: Fake) -> None:
+    pid_file = fake.dir / "parser.pid"
+    slow = fake.with_parser(f"#!/bin/sh\necho $$ > {pid_file}\nsleep 600\necho done\n")
+    host = attrs.evolve(slow.host, timeout=0.5)
+    with pytest.raises(AppArmorError, match=r"did not finish within 0.5 s; its process group"):
         host.ensure_default_profile()
+    pgid = int(pid_file.read_text())
+    for _ in range(100):  # SIGKILL is delivered asynchronously; the sleep must go too
+        if not _group_alive(pgid):
+            break
+        time.sleep(0.05)
+    assert _group_alive(pgid) == []
 
 
 @pytest.mark.integration
