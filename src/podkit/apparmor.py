@@ -192,13 +192,14 @@ class AppArmorHost:
         """The ``apparmor_parser`` to run (a path, or a name looked up in sbin/bin)."""
         if os.sep in self.parser:
             found = self.parser if os.access(self.parser, os.X_OK) else None
+            where = "not an executable file"
         else:
             found = shutil.which(self.parser, path=_SEARCH_PATH)
+            where = f"not found in {_SEARCH_PATH}"
         if found is None:
             raise AppArmorError(
-                f"AppArmor parser {self.parser!r} not found (looked in {_SEARCH_PATH}); it is "
-                f"needed to load the default profile {DEFAULT_PROFILE!r}: install apparmor "
-                "(the package with apparmor_parser)"
+                f"AppArmor parser {self.parser!r}: {where}; it is needed to load the default "
+                f"profile {DEFAULT_PROFILE!r}: install apparmor (the package with apparmor_parser)"
             )
         return found
 

@@ -230,10 +230,12 @@ def test_ensure_default_profile_when_already_loaded_needs_no_parser(fake: Fake) 
 
 def test_missing_parser_is_a_clear_error(fake: Fake) -> None:
     host = attrs.evolve(fake.host, parser=str(fake.dir / "no-such-parser"))
-    with pytest.raises(AppArmorError, match=r"parser '.*no-such-parser' not found.*install"):
+    with pytest.raises(AppArmorError,
+                       match=r"parser '.*no-such-parser': not an executable file; .*install"):
         host.ensure_default_profile()
     by_name = attrs.evolve(fake.host, parser="pk-no-such-apparmor-parser")
-    with pytest.raises(AppArmorError, match=r"'pk-no-such-apparmor-parser' not found"):
+    with pytest.raises(AppArmorError,
+                       match=r"'pk-no-such-apparmor-parser': not found in /usr/local/sbin:"):
         by_name.find_parser()
 
 
@@ -360,7 +362,7 @@ def test_apparmor_opt_on_a_host_without_apparmor(disabled: AppArmorHost) -> None
 
 def test_apparmor_opt_refuses_early_when_the_default_cannot_be_loaded(fake: Fake) -> None:
     host = attrs.evolve(fake.host, parser=str(fake.dir / "no-such-parser"))
-    with pytest.raises(AppArmorError, match="not found"):
+    with pytest.raises(AppArmorError, match="no-such-parser': not an executable file"):
         apparmor_opt(None, privileged=False, host=host)
     assert apparmor_opt(None, privileged=True, host=host) is None
     assert apparmor_opt(localhost("k8s-nginx"), privileged=False, host=host) is not None
