@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,11 @@ STRICTER = (
 
 def _explained(problem: Problem) -> bool:
     if any(s in problem.message for s in STRICTER):
+        return True
+    # the schema describes only the boottime and monotonic offsets; podkit reports any other
+    # clock (unknown clock) and still checks its values
+    clock = re.match(r'\$\.linux\.timeOffsets\["(.*?)"\]', problem.path)
+    if clock and clock.group(1) not in ("boottime", "monotonic"):
         return True
     # enableCMT/enableMBM (1.1.0-1.2.1) left the schema in 1.3.0; podkit still models them.
     return problem.path.endswith((".enableCMT", ".enableMBM"))
