@@ -452,6 +452,13 @@ def test_reopen_log_after_rotation(env: Env) -> None:
     env.conmon.stop(cid, timeout=0.5)
     with pytest.raises(NotRunningError):
         env.conmon.reopen_log(cid)
+    # a process that still holds the ctl FIFO open does not make a gone conmon look alive
+    reader = os.open(Path(env.conmon.get(cid).bundle) / "ctl", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(NotRunningError, match="conmon has exited"):
+            env.conmon.reopen_log(cid, timeout=5)
+    finally:
+        os.close(reader)
 
 
 # -- both supervision modes behind one interface ----------------------------------------

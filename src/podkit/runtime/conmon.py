@@ -906,15 +906,26 @@ class Conmon:
             before: int | None = log.stat().st_ino
         except FileNotFoundError:
             before = None
-        self._ctl(id, _CTL_REOPEN_LOG, 0, 0)
-        deadline = time.monotonic() + timeout
-        while True:
-            with contextlib.suppress(FileNotFoundError):
-                if log.stat().st_ino != before:
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeTimeoutError(f"conmon did not reopen {log} within {timeout}s")
-            time.sleep(0.01)
+        pidfd = self._open_monitor(record)
+        if pidfd is None:  # whoever else may still hold the ctl FIFO, nobody reopens the log
+            raise NotRunningError(f"container {id!r} is not running (its conmon has exited)")
+        try:
+            self._ctl(id, _CTL_REOPEN_LOG, 0, 0)
+            deadline = time.monotonic() + timeout
+            while True:
+                with contextlib.suppress(FileNotFoundError):
+                    if log.stat().st_ino != before:
+                        return
+                if time.monotonic() > deadline:
+                    raise RuntimeTimeoutError(f"conmon did not reopen {log} within {timeout}s")
+                if select.select([pidfd], [], [], 0.01)[0]:
+                    with contextlib.suppress(FileNotFoundError):
+                        if log.stat().st_ino != before:
+                            return
+                    raise NotRunningError(
+                        f"container {id!r} stopped before conmon reopened {log}")
+        finally:
+            os.close(pidfd)
 
     # -- exec ----------------------------------------------------------------------------
 
