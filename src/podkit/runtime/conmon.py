@@ -874,6 +874,10 @@ class Conmon:
     def _ctl(self, id: str, kind: int, a: int, b: int) -> None:
         record = self.get(id)
         ctl = Path(record.bundle) / "ctl"
+        pidfd = self._open_monitor(record)
+        if pidfd is None:  # another reader of the FIFO would take the message silently
+            raise NotRunningError(f"container {id!r} is not running (its conmon has exited)")
+        os.close(pidfd)
         try:
             fd = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
