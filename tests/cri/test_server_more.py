@@ -218,3 +218,37 @@ def test_port_mapping_and_mounts(crun_harness: Harness, tmp_path: Path) -> None:
         assert [i.name for i in net.interfaces] == ["eth0"]
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+def test_security_profiles(crun_harness: Harness) -> None:
+    """seccomp RuntimeDefault filters the container (and its execs); an AppArmor profile on a
+    host without AppArmor is refused before anything exists."""
+    h = crun_harness
+    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+    try:
+        cfg = container_config("filtered", ["sleep", "600"])
+        cfg.linux.security_context.seccomp.profile_type = pb.SecurityProfile.RuntimeDefault
+        cid = h.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=cfg)).container_id
+        h.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        assert _exec(h, cid, "grep", "^Seccomp:", "/proc/self/status").split() == [
+            "Seccomp:", "2"]
+        res = h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["unshare", "-U", "true"],
+                                               timeout=10))
+        assert res.exit_code != 0 and b"Operation not permitted" in res.stderr
+
+        enabled = Path("/sys/module/apparmor/parameters/enabled")
+        assert not (enabled.exists() and enabled.read_text().strip() == "Y")  # this host
+        before = sorted(r.container_id for r in image.list_rootfs(h.store))
+        confined = container_config("confined", ["sleep", "600"])
+        confined.linux.security_context.apparmor.profile_type = \
+            pb.SecurityProfile.RuntimeDefault
+        with pytest.raises(grpc.RpcError) as exc:
+            h.rt.CreateContainer(pb.CreateContainerRequest(pod_sandbox_id=sid, config=confined))
+        assert exc.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "AppArmor is not enabled" in exc.value.details()
+        assert sorted(r.container_id for r in image.list_rootfs(h.store)) == before
+        assert [c.metadata.name for c in h.rt.ListContainers(pb.ListContainersRequest(
+            filter=pb.ContainerFilter(pod_sandbox_id=sid))).containers] == ["filtered"]
+    finally:
+        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
