@@ -28,6 +28,7 @@ from podkit.cdi.cache import (
     generate_spec_name,
     generate_transient_spec_name,
 )
+from podkit.cdi.default import configure, default_cache, inject_devices, refresh
 from podkit.cdi.edits import EditError, apply_edits, merge_edits
 from podkit.cdi.names import (
     InvalidNameError,
@@ -93,11 +94,14 @@ __all__ = [
     "annotation_key",
     "annotation_value",
     "apply_edits",
+    "configure",
+    "default_cache",
     "devices_from_request",
     "generate_name_for_spec",
     "generate_name_for_transient_spec",
     "generate_spec_name",
     "generate_transient_spec_name",
+    "inject_devices",
     "is_qualified_name",
     "load_spec",
     "merge_edits",
@@ -109,6 +113,7 @@ __all__ = [
     "parse_qualifier",
     "parse_spec",
     "qualified_name",
+    "refresh",
     "update_annotations",
     "validate_class_name",
     "validate_container_edits",
