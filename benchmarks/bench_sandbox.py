@@ -179,6 +179,7 @@ class Raw:
 
 
 OPS = ("run_sandbox", "create+start", "stop+remove")
+TARGET = 1.15  # each operation against its raw floor (issue 6)
 
 
 def make_raw(probe: SandboxManager, work: Path, run: Path, ctr_cfg: ContainerConfig) -> Raw:
@@ -290,14 +291,18 @@ def main() -> int:
     where = "on disk" if args.state_on_disk else "on tmpfs"
     print(f"SandboxManager vs raw parts, median of {args.n} pods (ms), state dir {where}; "
           "ratio = podkit / raw")
-    print(f"{'operation':<14}{'raw':>9}{'conmon':>9}{'ratio':>7}{'in-proc':>9}{'ratio':>7}")
+    print(f"{'operation':<14}{'raw':>9}{'conmon':>9}{'ratio':>7}{'in-proc':>9}{'ratio':>7}"
+          f"  target")
     for op in OPS:
         raw_ms = statistics.median(times["raw"][op]) * 1000
         row = f"{op:<14}{raw_ms:>9.1f}"
+        missed = []
         for variant in managers:
             ms = statistics.median(times[variant][op]) * 1000
             row += f"{ms:>9.1f}{ms / raw_ms:>7.2f}"
-        print(row)
+            if ms / raw_ms > TARGET:
+                missed.append(variant)
+        print(row + f"  <= {TARGET}" + (f"  missed ({', '.join(missed)})" if missed else ""))
     return 0
 
 
