@@ -24,14 +24,8 @@ from conftest import require_binary
 from podkit import apparmor, oci
 from podkit._config import (
     ContainerConfig,
-    ContainerMetadata,
-    LinuxContainerConfig,
-    LinuxContainerSecurityContext,
-    LinuxPodSandboxConfig,
-    LinuxSandboxSecurityContext,
     NamespaceMode,
     NamespaceOption,
-    PodSandboxMetadata,
     ProfileType,
     SandboxConfig,
     SecurityProfile,
@@ -46,13 +40,20 @@ from podkit.container import (
 from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
 from podkit.errors import InvalidArgumentError
-from podkit.sandbox import SandboxConfigError, SandboxFiles, apparmor_opt, build_sandbox_spec
+from podkit.sandbox import SandboxConfigError, apparmor_opt, build_sandbox_spec
 
-FILES = SandboxFiles.under("/run/pk/sb1")
+from . import _security as security
+from ._security import (
+    FILES,
+    RUNTIME_DEFAULT,
+    UNCONFINED,
+    container_config,
+    localhost,
+    pod_config,
+)
+
 FIELD = "linux.security_context.apparmor"
 DISABLED = f"^{FIELD}: AppArmor is not enabled on this host"
-RUNTIME_DEFAULT = SecurityProfile(profile_type=ProfileType.RUNTIME_DEFAULT)
-UNCONFINED = SecurityProfile(profile_type=ProfileType.UNCONFINED)
 
 # A stand-in apparmor_parser: logs its arguments, keeps a copy of the profile it was given and
 # "loads" it by listing the profile's name the way the kernel does.
@@ -63,10 +64,6 @@ cp "$2" {saved}
 name=$(sed -n 's/^profile \\([^ ]*\\) .*/\\1/p' "$2")
 echo "$name (enforce)" >> {profiles}
 """
-
-
-def localhost(ref: str) -> SecurityProfile:
-    return SecurityProfile(profile_type=ProfileType.LOCALHOST, localhost_ref=ref)
 
 
 def script(path: Path, text: str) -> str:
@@ -372,28 +369,15 @@ def test_apparmor_opt_refuses_early_when_the_default_cannot_be_loaded(fake: Fake
 
 
 def pod(apparmor_profile: SecurityProfile | None = None, **sc: Any) -> SandboxConfig:
-    return SandboxConfig(
-        metadata=PodSandboxMetadata(name="web", uid="u1", namespace="ns"),
-        linux=LinuxPodSandboxConfig(security_context=LinuxSandboxSecurityContext(
-            apparmor=apparmor_profile, **sc)),
-    )
+    return pod_config(apparmor=apparmor_profile, **sc)
 
 
 def pod_context(privileged: bool = False) -> PodContext:
-    return PodContext(
-        id="sb1", config=pod(privileged=privileged), files=FILES,
-        namespace_paths={"network": "/proc/42/ns/net", "ipc": "/proc/42/ns/ipc",
-                         "uts": "/proc/42/ns/uts", "pid": "/proc/42/ns/pid"},
-    )
+    return security.pod_context(pod(privileged=privileged))
 
 
 def ctr(profile: SecurityProfile | None = None, **sc: Any) -> ContainerConfig:
-    return ContainerConfig(
-        metadata=ContainerMetadata(name="app"), image="/img", command=["sleep", "1"],
-        linux=LinuxContainerConfig(
-            security_context=LinuxContainerSecurityContext(apparmor=profile, **sc)
-        ),
-    )
+    return container_config(apparmor=profile, **sc)
 
 
 def container(config: ContainerConfig, tmp_path: Path, host: AppArmorHost | None,

@@ -18,13 +18,7 @@ from podkit import oci
 from podkit._config import (
     Capability,
     ContainerConfig,
-    ContainerMetadata,
-    LinuxContainerConfig,
-    LinuxContainerSecurityContext,
-    LinuxPodSandboxConfig,
-    LinuxSandboxSecurityContext,
     NamespaceMode,
-    PodSandboxMetadata,
     ProfileType,
     SandboxConfig,
     SecurityProfile,
@@ -39,24 +33,26 @@ from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
 from podkit.sandbox import (
     SandboxConfigError,
-    SandboxFiles,
     build_sandbox_spec,
     seccomp_opt,
     validate_sandbox_config,
 )
 
-FILES = SandboxFiles.under("/run/pk/sb1")
+from . import _security as security
+from ._security import (
+    FILES,
+    RUNTIME_DEFAULT,
+    UNCONFINED,
+    container_config,
+    localhost,
+    pod_config,
+)
+
 FIELD = "linux.security_context.seccomp.localhost_ref"
-RUNTIME_DEFAULT = SecurityProfile(profile_type=ProfileType.RUNTIME_DEFAULT)
-UNCONFINED = SecurityProfile(profile_type=ProfileType.UNCONFINED)
 BLOCK_MKDIR = {
     "defaultAction": "SCMP_ACT_ALLOW",
     "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 122}],
 }
-
-
-def localhost(ref: str) -> SecurityProfile:
-    return SecurityProfile(profile_type=ProfileType.LOCALHOST, localhost_ref=ref)
 
 
 @pytest.fixture
@@ -76,12 +72,7 @@ def allowed(spec: oci.Spec) -> set[str]:
 
 
 def pod(seccomp: SecurityProfile | None = None, **sc: Any) -> SandboxConfig:
-    return SandboxConfig(
-        metadata=PodSandboxMetadata(name="web", uid="u1", namespace="ns"),
-        linux=LinuxPodSandboxConfig(
-            security_context=LinuxSandboxSecurityContext(seccomp=seccomp, **sc)
-        ),
-    )
+    return pod_config(seccomp=seccomp, **sc)
 
 
 def sandbox(config: SandboxConfig) -> oci.Spec:
@@ -154,20 +145,11 @@ def test_sandbox_missing_or_invalid_profile_file_fails_in_validate(tmp_path: Pat
 
 
 def pod_context(privileged: bool = False) -> PodContext:
-    return PodContext(
-        id="sb1", config=pod(privileged=privileged), files=FILES,
-        namespace_paths={"network": "/proc/42/ns/net", "ipc": "/proc/42/ns/ipc",
-                         "uts": "/proc/42/ns/uts", "pid": "/proc/42/ns/pid"},
-    )
+    return security.pod_context(pod(privileged=privileged))
 
 
 def ctr(seccomp: SecurityProfile | None = None, **sc: Any) -> ContainerConfig:
-    return ContainerConfig(
-        metadata=ContainerMetadata(name="app"), image="/img", command=["sleep", "1"],
-        linux=LinuxContainerConfig(
-            security_context=LinuxContainerSecurityContext(seccomp=seccomp, **sc)
-        ),
-    )
+    return container_config(seccomp=seccomp, **sc)
 
 
 def container(config: ContainerConfig, tmp_path: Path, privileged_pod: bool = False) -> oci.Spec:
