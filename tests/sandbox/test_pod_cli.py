@@ -12,7 +12,7 @@ import pytest
 import _leaks
 from conftest import require_binary, require_isolated
 from podkit._cli.pod import load_pod_file
-from podkit._config import NamespaceMode, Protocol
+from podkit._config import NamespaceMode, ProfileType, Protocol, SupplementalGroupsPolicy
 from podkit.cli import main
 from podkit.errors import InvalidArgumentError
 
@@ -43,6 +43,34 @@ def test_load_pod_file(tmp_path: Path) -> None:
     assert pod.sandbox.linux.security_context.namespace_options.pid == NamespaceMode.CONTAINER
     assert [c.metadata.name for c in pod.containers] == ["web"]
     assert pod.pause_rootfs == "/r"
+
+
+def test_enums_by_podkit_or_cri_name(tmp_path: Path) -> None:
+    f = tmp_path / "pod.yaml"
+    f.write_text(textwrap.dedent("""\
+        sandbox:
+          metadata: {name: a}
+          linux: {security_context: {seccomp: {profile_type: RUNTIME_DEFAULT}}}
+        containers:
+          - metadata: {name: c}
+            image: /r
+            linux:
+              security_context:
+                seccomp: {profile_type: RuntimeDefault}
+                apparmor: {profile_type: localhost, localhost_ref: k8s-nginx}
+                supplemental_groups_policy: Strict
+    """))
+    pod = load_pod_file(f)
+    assert pod.sandbox.linux.security_context.seccomp is not None
+    assert pod.sandbox.linux.security_context.seccomp.profile_type == ProfileType.RUNTIME_DEFAULT
+    sc = pod.containers[0].linux.security_context
+    assert sc.seccomp is not None and sc.seccomp.profile_type == ProfileType.RUNTIME_DEFAULT
+    assert sc.apparmor is not None and sc.apparmor.profile_type == ProfileType.LOCALHOST
+    assert sc.supplemental_groups_policy == SupplementalGroupsPolicy.STRICT
+    f.write_text("sandbox: {metadata: {name: a}, linux: {security_context: "
+                 "{seccomp: {profile_type: Default}}}}")
+    with pytest.raises(InvalidArgumentError, match="profile_type"):
+        load_pod_file(f)
 
 
 @pytest.mark.parametrize(("text", "message"), [

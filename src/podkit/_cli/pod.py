@@ -77,9 +77,10 @@ def _converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True)
 
     def enum_hook(value: Any, cls: type[enum.Enum]) -> enum.Enum:
-        if isinstance(value, str):
+        if isinstance(value, str):  # RUNTIME_DEFAULT, runtime_default or the CRI's RuntimeDefault
+            by_name = {m.name.replace("_", "").lower(): m for m in cls}
             try:
-                return cls[value.upper()]
+                return by_name[value.replace("_", "").lower()]
             except KeyError:
                 raise ValueError(
                     f"{value!r} is not one of {', '.join(m.name for m in cls)}") from None
