@@ -871,19 +871,23 @@ class Conmon:
             os.close(dirfd)
         return Attachment(sock, id)
 
-    def _ctl(self, id: str, kind: int, a: int, b: int) -> None:
-        record = self.get(id)
-        ctl = Path(record.bundle) / "ctl"
+    def _live_monitor(self, record: ConmonContainer) -> int:
+        """A pidfd of the container's conmon; ``NotRunningError`` once it has exited (a
+        process that still holds the ctl FIFO open must not make it look alive)."""
         pidfd = self._open_monitor(record)
-        if pidfd is None:  # another reader of the FIFO would take the message silently
-            raise NotRunningError(f"container {id!r} is not running (its conmon has exited)")
-        os.close(pidfd)
+        if pidfd is None:
+            raise NotRunningError(
+                f"container {record.id!r} is not running (its conmon has exited)")
+        return pidfd
+
+    def _ctl(self, record: ConmonContainer, kind: int, a: int, b: int) -> None:
+        ctl = Path(record.bundle) / "ctl"
         try:
             fd = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
             if exc.errno in (errno.ENXIO, errno.ENOENT):
-                raise NotRunningError(f"container {id!r} is not running (no conmon on {ctl})")\
-                    from None
+                raise NotRunningError(
+                    f"container {record.id!r} is not running (no conmon on {ctl})") from None
             raise
         try:
             os.write(fd, f"{kind} {a} {b}\n".encode())
@@ -895,7 +899,9 @@ class Conmon:
         for name, value in (("rows", rows), ("cols", cols)):
             if not 0 < value < 65536:
                 raise InvalidArgumentError(f"invalid terminal {name} {value}: want 1..65535")
-        self._ctl(id, _CTL_RESIZE, rows, cols)
+        record = self.get(id)
+        os.close(self._live_monitor(record))
+        self._ctl(record, _CTL_RESIZE, rows, cols)
 
     def reopen_log(self, id: str, timeout: float = 60.0) -> None:
         """Make conmon start a new log file at the log path (after you moved the old one).
@@ -910,11 +916,9 @@ class Conmon:
             before: int | None = log.stat().st_ino
         except FileNotFoundError:
             before = None
-        pidfd = self._open_monitor(record)
-        if pidfd is None:  # whoever else may still hold the ctl FIFO, nobody reopens the log
-            raise NotRunningError(f"container {id!r} is not running (its conmon has exited)")
+        pidfd = self._live_monitor(record)
         try:
-            self._ctl(id, _CTL_REOPEN_LOG, 0, 0)
+            self._ctl(record, _CTL_REOPEN_LOG, 0, 0)
             deadline = time.monotonic() + timeout
             while True:
                 with contextlib.suppress(FileNotFoundError):
