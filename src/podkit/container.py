@@ -108,6 +108,13 @@ def validate_container_config(
 
     ``apparmor_host`` is where AppArmor profiles are looked up (default: this machine).
     """
+    _validated(config, pod, apparmor_host)
+
+
+def _validated(
+    config: ContainerConfig, pod: PodContext, apparmor_host: AppArmorHost | None
+) -> tuple[oci.SpecOpt | None, oci.SpecOpt | None]:
+    """Check ``config``; its AppArmor and seccomp options (profiles are read once, here)."""
     if not config.metadata.name:
         raise ContainerConfigError("metadata.name: must not be empty")
     if "_" in config.metadata.name or "/" in config.metadata.name:
@@ -144,9 +151,11 @@ def validate_container_config(
             raise ContainerConfigError(
                 f"devices[{i}].permissions {d.permissions!r}: must be a subset of 'rwm'"
             )
-    apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
-                 error=ContainerConfigError)
-    seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError)
+    return (
+        apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
+                     error=ContainerConfigError),
+        seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError),
+    )
 
 
 def _process_args(config: ContainerConfig, image: ImageDefaults) -> list[str]:
@@ -320,7 +329,7 @@ def build_container_spec(
     annotations, applied last. AppArmor profiles are checked against ``apparmor_host``
     (default: this machine), where podkit's default profile is loaded if it is needed.
     """
-    validate_container_config(config, pod, apparmor_host=apparmor_host)
+    profile, seccomp = _validated(config, pod, apparmor_host)
     img = image or ImageDefaults()
     sc = config.linux.security_context
     pod_sc = pod.config.linux.security_context
@@ -431,11 +440,8 @@ def build_container_spec(
             opts.append(oci.with_additional_gids(user, rootfs=rootfs))
     if sc.supplemental_groups:
         opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
-    profile = apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
-                           error=ContainerConfigError)
     if profile is not None:  # after with_privileged: a Localhost profile applies even then
         opts.append(profile)
-    seccomp = seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError)
     if seccomp is not None:  # after the capabilities: the default profile follows them
         opts.append(seccomp)
     devices = devices_from_request(config.cdi_devices, config.annotations)

@@ -264,6 +264,11 @@ def _with_default_apparmor(host: apparmor.AppArmorHost) -> oci.SpecOpt:
 
 def validate_sandbox_config(config: SandboxConfig) -> None:
     """Refuse configs containerd refuses, before anything is created."""
+    _validated(config)
+
+
+def _validated(config: SandboxConfig) -> oci.SpecOpt | None:
+    """Check ``config``; its seccomp option (a profile file is read once, here)."""
     md = config.metadata
     if not md.name:
         raise SandboxConfigError("metadata.name: must not be empty")
@@ -303,7 +308,7 @@ def validate_sandbox_config(config: SandboxConfig) -> None:
         if not 0 < pm.container_port < 65536 or not 0 <= pm.host_port < 65536:
             raise SandboxConfigError(f"port_mappings: invalid port in {pm!r}")
     sc = config.linux.security_context
-    seccomp_opt(sc.seccomp, privileged=sc.privileged)  # a bad profile fails before anything
+    return seccomp_opt(sc.seccomp, privileged=sc.privileged)  # a bad profile fails here
 
 
 def _resource_annotations(res: LinuxContainerResources | None) -> dict[str, str]:
@@ -341,7 +346,7 @@ def build_sandbox_spec(
     The pause gets no AppArmor profile, whatever ``security_context.apparmor`` says (containerd:
     the sandbox security context does not provide one).
     """
-    validate_sandbox_config(config)
+    seccomp = _validated(config)
     if not args:
         raise SandboxConfigError("pause command: no command specified")
     sc = config.linux.security_context
@@ -439,7 +444,6 @@ def build_sandbox_spec(
         )
 
     # seccomp last (before the version): the default profile follows the final capabilities.
-    seccomp = seccomp_opt(sc.seccomp, privileged=sc.privileged)
     if seccomp is not None:
         opts.append(seccomp)
 
