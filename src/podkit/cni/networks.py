@@ -238,15 +238,7 @@ class Networks:
 
 def _each(fn: Callable[[Attachment], AnyResult], atts: Sequence[Attachment],
           ) -> list[AnyResult | BaseException]:
-    """``fn`` of every attachment, in threads when there are several; errors as values."""
-    if len(atts) < 2:
-        out: list[AnyResult | BaseException] = []
-        for att in atts:
-            try:
-                out.append(fn(att))
-            except Exception as e:
-                out.append(e)
-        return out
-    with ThreadPoolExecutor(len(atts), "podkit-cni") as pool:
+    """``fn`` of every attachment, each in its own thread; errors as values."""
+    with ThreadPoolExecutor(max(1, len(atts)), "podkit-cni") as pool:
         futures = [pool.submit(fn, att) for att in atts]
     return [f.exception() or f.result() for f in futures]

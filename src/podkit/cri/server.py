@@ -375,31 +375,27 @@ class CRIService:
 
     def _publish(self, id: str, kind: int, sandbox_id: str,
                  status: pb.ContainerStatus | None = None) -> None:
-        with self._ordered:
-            self._publish_ordered(id, kind, sandbox_id, status)
-
-    def _publish_ordered(self, id: str, kind: int, sandbox_id: str,
-                         status: pb.ContainerStatus | None) -> None:
-        with self._lock:  # one STOPPED per container or pod, whoever notices first
-            if kind == pb.CONTAINER_STARTED_EVENT:
-                self._announced.add(id)
-            elif kind == pb.CONTAINER_STOPPED_EVENT:
-                if id in self._stopped:
-                    return
-                self._stopped.add(id)
-            elif kind == pb.CONTAINER_DELETED_EVENT:
-                self._stopped.discard(id)
-                self._announced.discard(id)
-        if not self.events.subscribers:
-            return
-        ev = pb.ContainerEventResponse(container_id=id, container_event_type=kind,  # type: ignore[arg-type]
-                                       created_at=_now())
-        with contextlib.suppress(PodkitError):
-            ev.pod_sandbox_status.CopyFrom(
-                sandbox_status_to_cri(self.manager.sandbox_status(sandbox_id)))
-        if status is not None:
-            ev.containers_statuses.append(status)
-        self.events.publish(ev)
+        with self._ordered:  # built and delivered in the order the bookkeeping saw them
+            with self._lock:  # one STOPPED per container or pod, whoever notices first
+                if kind == pb.CONTAINER_STARTED_EVENT:
+                    self._announced.add(id)
+                elif kind == pb.CONTAINER_STOPPED_EVENT:
+                    if id in self._stopped:
+                        return
+                    self._stopped.add(id)
+                elif kind == pb.CONTAINER_DELETED_EVENT:
+                    self._stopped.discard(id)
+                    self._announced.discard(id)
+            if not self.events.subscribers:
+                return
+            ev = pb.ContainerEventResponse(container_id=id, container_event_type=kind,  # type: ignore[arg-type]
+                                           created_at=_now())
+            with contextlib.suppress(PodkitError):
+                ev.pod_sandbox_status.CopyFrom(
+                    sandbox_status_to_cri(self.manager.sandbox_status(sandbox_id)))
+            if status is not None:
+                ev.containers_statuses.append(status)
+            self.events.publish(ev)
 
     def _publish_container(self, id: str, kind: int) -> None:
         if not self.events.subscribers:
