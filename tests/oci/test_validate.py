@@ -571,3 +571,15 @@ def test_minimum_version_is_the_highest_use_and_uses_name_their_paths() -> None:
                            _set("process.user.umask", 0)))
     assert minimum_version(combined) == "1.2.1"
     assert minimum_version(oci.default_spec()) == "1.0.0"
+
+
+def test_unknown_keys_of_one_object() -> None:
+    from podkit.oci import unknown_keys
+
+    spec = oci.Spec.from_dict({"ociVersion": "1.0.2", "hostname": None, "zz": 1, "a.b": 2,
+                               "linux": {"fooUnknown": 3}})
+    assert [str(p) for p in unknown_keys(spec)] == [
+        '$["a.b"]: unknown key, ignored by runtimes', "$.zz: unknown key, ignored by runtimes"]
+    assert spec.linux is not None
+    assert [str(p) for p in unknown_keys(spec.linux, "$.linux", "not in 1.3")] == [
+        "$.linux.fooUnknown: unknown key, not in 1.3"]

@@ -36,7 +36,7 @@ from podkit.oci.spec import (
     Root,
     Spec,
 )
-from podkit.oci.validate import Problem, validate
+from podkit.oci.validate import Problem, unknown_keys, validate
 
 __all__ = [
     "SeccompProfileError",
@@ -254,22 +254,13 @@ def default_profile(
 
 
 def _unknown_keys(profile: LinuxSeccomp) -> list[Problem]:
-    """Keys the OCI form does not have (explicit nulls of known keys are left to validate)."""
-    problems: list[Problem] = []
-
-    def check(obj: object, cls: type, path: str) -> None:
-        known = {f.wire for f in codec.wire_fields(cls)}
-        extra: dict[str, object] = getattr(obj, "extra", {})
-        for key, value in extra.items():
-            if not (key in known and value is None):
-                problems.append(Problem(codec.key_path(path, key),
-                                        "unknown key (not in the OCI linux.seccomp form)"))
-
-    check(profile, LinuxSeccomp, "$")
+    """Keys the OCI form does not have, in the profile, its rules and their args."""
+    why = "not in the OCI linux.seccomp form"
+    problems = unknown_keys(profile, "$", why)
     for i, rule in enumerate(profile.syscalls or ()):
-        check(rule, LinuxSyscall, f"$.syscalls[{i}]")
+        problems += unknown_keys(rule, f"$.syscalls[{i}]", why)
         for j, arg in enumerate(rule.args or ()):
-            check(arg, LinuxSeccompArg, f"$.syscalls[{i}].args[{j}]")
+            problems += unknown_keys(arg, f"$.syscalls[{i}].args[{j}]", why)
     return problems
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "Problem",
     "check",
     "minimum_version",
+    "unknown_keys",
     "unsupported_fields",
     "validate",
     "validate_features",
@@ -904,6 +905,20 @@ def _not_one_of(value: str, supported: list[str] | None, path: str, what: str) -
 def _disabled(flag: bool | None, used: bool, path: str, what: str) -> Iterator[Problem]:
     if used and flag is False:
         yield Problem(path, f"{what} is not supported by the runtime (features: disabled)")
+
+
+def unknown_keys(obj: Any, path: str = "$", why: str = "ignored by runtimes") -> list[Problem]:
+    """Keys of the model object ``obj`` (not its children) that its model does not know.
+
+    An explicit null of a known key is not one (``validate`` reports it). Runtimes ignore
+    unknown keys silently, so a caller usually wants to hear of them.
+    """
+    known = {f.wire for f in wire_fields(type(obj))}
+    return [
+        Problem(key_path(path, key), f"unknown key, {why}")
+        for key, value in sorted(obj.extra.items())
+        if not (key in known and value is None)
+    ]
 
 
 def unsupported_fields(spec: Spec, features: Features) -> list[Problem]:

@@ -340,16 +340,6 @@ _KNOWN_APPLIED: dict[str, frozenset[str]] = {
 _INDEX = re.compile(r"\[\d+\]")
 
 
-def _unknown_keys(spec: oci.Spec) -> list[oci.Problem]:
-    """Top-level keys podkit's models do not know (explicit nulls of known keys excepted)."""
-    known = {f.wire for f in codec.wire_fields(oci.Spec)}
-    return [
-        oci.Problem(codec.key_path("$", key), "unknown key, ignored by runtimes")
-        for key, value in sorted(spec.extra.items())
-        if not (key in known and value is None)
-    ]
-
-
 def check_spec(
     spec: oci.Spec,
     features: oci.Features | None = None,
@@ -365,7 +355,7 @@ def check_spec(
     to honour anyway (``[]`` for any list index). Unknown top-level keys are always reported:
     runtimes ignore them.
     """
-    problems = _unknown_keys(spec)
+    problems = oci.unknown_keys(spec)
     if features is None and spec_version and _SEMVER_CORE.match(spec_version):
         features = oci.Features(oci_version_min=spec_version, oci_version_max=spec_version)
     if features is not None:
