@@ -39,7 +39,6 @@ import errno
 import json
 import math
 import os
-import select
 import shutil
 import signal as _signal
 import socket
@@ -66,6 +65,7 @@ from podkit.runtime.errors import (
     RuntimeTimeoutError,
     parse_runtime_error,
 )
+from podkit.runtime.io import wait_readable
 from podkit.runtime.logs import STDERR, STDOUT, parse_cri_log_line
 
 __all__ = [
@@ -203,7 +203,7 @@ class Attachment:
         self.container_id = container_id
 
     def fileno(self) -> int:
-        """The socket fd (for ``select``)."""
+        """The socket fd (for ``poll`` or ``selectors``)."""
         return self._sock.fileno()
 
     def recv(self, timeout: float | None = None) -> tuple[str, bytes] | None:
@@ -212,8 +212,7 @@ class Attachment:
         Raises :class:`RuntimeTimeoutError` when nothing arrived within ``timeout`` seconds.
         """
         while True:
-            ready, _, _ = select.select([self._sock], [], [], timeout)
-            if not ready:
+            if not wait_readable([self._sock.fileno()], timeout):
                 raise RuntimeTimeoutError(
                     f"no output from container {self.container_id} within {timeout}s"
                 )
@@ -275,7 +274,7 @@ class Attachment:
         matched = 0
         while True:
             watch = [self._sock.fileno()] + ([in_fd] if in_fd is not None else [])
-            ready, _, _ = select.select(watch, [], [])
+            ready = wait_readable(watch, None)
             if in_fd is not None and in_fd in ready:
                 data = os.read(in_fd, 4096)
                 if not data:
@@ -349,15 +348,24 @@ def _open_pidfd(pid: int, marker: bytes) -> int | None:
     except ProcessLookupError:
         return None
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            argv = fh.read().split(b"\0")
-    except OSError:
-        argv = []
-    if marker not in argv or not _pid_alive(pid):
+        ours = marker in _cmdline(pid) and _pid_alive(pid)
+    except BaseException:
+        os.close(pidfd)
+        raise
+    if not ours:
         os.close(pidfd)
         _reap_if_child(pid)
         return None
     return pidfd
+
+
+def _cmdline(pid: int) -> builtins.list[bytes]:
+    """The argv of ``pid`` (empty once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().split(b"\0")
+    except OSError:
+        return []
 
 
 class _Launcher:
@@ -381,7 +389,7 @@ class _Launcher:
         """Wait for the launcher's exit (by the deadline) and collect it."""
         if self.pidfd >= 0:
             try:
-                ready, _, _ = select.select([self.pidfd], [], [], self.left())
+                ready = wait_readable([self.pidfd], self.left())
             finally:
                 os.close(self.pidfd)
                 self.pidfd = -1
@@ -524,7 +532,11 @@ class Conmon:
 
     def monitor_alive(self, id: str) -> bool:
         """Whether the conmon process of ``id`` is still running."""
-        return self._open_monitor(self.get(id)) is not None
+        pidfd = self._open_monitor(self.get(id))
+        if pidfd is None:
+            return False
+        os.close(pidfd)
+        return True
 
     def exit_status(self, id: str) -> ExitStatus | None:
         """The exit status if the container has exited (conmon wrote its exit file), else None."""
@@ -693,7 +705,7 @@ class Conmon:
                 watch.append(launcher.pidfd)
                 launcher_left = launcher.left()
                 left = launcher_left if left is None else min(left, launcher_left)
-            ready, _, _ = select.select(watch, [], [], left)
+            ready = wait_readable(watch, left)
             if launcher is not None and launcher.pidfd >= 0:
                 if launcher.pidfd in ready:
                     launcher.reap()
@@ -778,7 +790,7 @@ class Conmon:
         pidfd = self._open_monitor(record)
         if pidfd is not None:
             try:
-                ready, _, _ = select.select([pidfd], [], [], timeout)
+                ready = wait_readable([pidfd], timeout)
             finally:
                 os.close(pidfd)
             if not ready:
@@ -801,11 +813,10 @@ class Conmon:
         if pidfd is None:
             return
         try:
-            ready, _, _ = select.select([pidfd], [], [], grace)
-            if not ready:
+            if not wait_readable([pidfd], grace):
                 with contextlib.suppress(ProcessLookupError):
                     _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
-                select.select([pidfd], [], [], 10.0)
+                wait_readable([pidfd], 10.0)
         finally:
             os.close(pidfd)
         _reap_if_child(pid)
@@ -926,7 +937,7 @@ class Conmon:
                         return
                 if time.monotonic() > deadline:
                     raise RuntimeTimeoutError(f"conmon did not reopen {log} within {timeout}s")
-                if select.select([pidfd], [], [], 0.01)[0]:
+                if wait_readable([pidfd], 0.01):
                     with contextlib.suppress(FileNotFoundError):
                         if log.stat().st_ino != before:
                             return

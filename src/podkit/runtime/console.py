@@ -18,7 +18,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import select
 import shutil
 import socket
 import struct
@@ -30,6 +29,7 @@ from typing import BinaryIO
 
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.errors import OCIRuntimeError, RuntimeTimeoutError
+from podkit.runtime.io import wait_readable
 from podkit.runtime.logs import STDOUT, CRILogWriter
 
 __all__ = ["Console", "ConsoleSocket", "get_winsize", "set_winsize"]
@@ -195,8 +195,7 @@ class ConsoleSocket:
         """
         if self._sock.fileno() < 0:
             raise InvalidArgumentError(f"console socket {self.path} is closed")
-        ready, _, _ = select.select([self._sock], [], [], timeout)
-        if not ready:
+        if not wait_readable([self._sock.fileno()], timeout):
             raise RuntimeTimeoutError(
                 f"no runtime connected to console socket {self.path} within {timeout}s"
             )

@@ -11,12 +11,27 @@ same protocol.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import select
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO as _FileObj
 from typing import Protocol, runtime_checkable
 
-__all__ = ["IO", "FileIO", "InheritIO", "NullIO", "PipeIO"]
+__all__ = ["IO", "FileIO", "InheritIO", "NullIO", "PipeIO", "wait_readable"]
+
+
+def wait_readable(fds: Iterable[int], timeout: float | None) -> set[int]:
+    """The descriptors of ``fds`` readable (or hung up) within ``timeout`` s; ``None`` waits on.
+
+    ``poll(2)``, never ``select(2)``, so descriptor numbers past 1024 (``FD_SETSIZE``) work.
+    """
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    millis = None if timeout is None else max(0, math.ceil(timeout * 1000))
+    return {fd for fd, _ in poller.poll(millis)}
 
 
 @runtime_checkable

@@ -174,6 +174,11 @@ class Monitor:
             set_subreaper(True)
             if self._thread is not None and self._owner_pid == os.getpid():
                 return
+            # after a fork: the parent's pipe and pidfds are copies here, of no use; close them
+            for fd in (self._wake_r, self._wake_w, *(f for _, f in self._subs.values())):
+                if fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._owner_pid = os.getpid()
             self._subs.clear()
