@@ -92,3 +92,36 @@ def test_remove_refuses_mount_points(tmp_path: Path) -> None:
         subprocess.run(["umount", str(tmp_path / "b" / "rootfs")], check=True)
     b.remove()
     assert not b.path.exists()
+
+
+def mode_of(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_bundle_dir_is_private_and_config_0600(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    shared = tmp_path / "existing"
+    shared.mkdir(mode=0o755)
+    os.chmod(shared, 0o755)
+    for where in (tmp_path / "new" / "b", shared):
+        b = Bundle.create(where, base_spec(), rootfs=tmp_path / "r")
+        assert (oct(mode_of(b.path)), oct(mode_of(b.config_path))) == (oct(0o700), oct(0o600))
+    assert oct(mode_of(tmp_path / "new")) != oct(0o700)  # parents keep the default mode
+
+
+def test_bundle_dir_of_a_user_namespace_is_0710_group_root_of_the_container(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("chown to another group needs root")
+    (tmp_path / "r").mkdir()
+    spec = base_spec()
+    spec.linux = oci.codec.structure({
+        "namespaces": [{"type": "user"}, {"type": "mount"}],
+        "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
+        "gidMappings": [{"containerID": 0, "hostID": 200000, "size": 65536}],
+    }, oci.Linux)
+    b = Bundle.create(tmp_path / "b", spec, rootfs=tmp_path / "r")
+    assert oct(mode_of(b.path)) == oct(0o710)
+    assert b.path.stat().st_gid == 200000
+    assert oct(mode_of(b.config_path)) == oct(0o600)

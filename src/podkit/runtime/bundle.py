@@ -5,6 +5,10 @@ symlink anything. It writes ``root.path`` into the bundle's ``config.json`` as t
 of ``rootfs`` (the runtime-spec allows absolute paths), unless ``rootfs`` is ``<dir>/rootfs``,
 which is written as the relative ``"rootfs"``. Nothing is mounted, so nothing can leak and
 ``remove()`` never touches the rootfs contents outside the bundle directory.
+
+``config.json`` holds the container's environment, so it is 0600 and the bundle directory
+0700 (0710, group the container's root group, when the container has its own user namespace,
+as containerd does, so its root can reach a rootfs inside the bundle).
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ class Bundle:
     ) -> Bundle:
         """Write ``spec`` (a copy, with ``root.path`` set from ``rootfs``) as ``dir/config.json``.
 
-        ``dir`` is created when missing. The rootfs must be an existing directory, else
-        ``InvalidArgumentError``; ``spec`` itself is never modified.
+        ``dir`` is created when missing and made private (see the module notes). The rootfs
+        must be an existing directory, else ``InvalidArgumentError``; ``spec`` is not modified.
         """
         path = Path(dir).absolute()
         spec = spec.copy()
@@ -84,8 +88,12 @@ class Bundle:
                 "is not a directory"
             )
         created = not path.exists()
-        path.mkdir(parents=True, exist_ok=True)
+        dir_mode, group = _dir_access(spec)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
+            if group is not None:
+                os.chown(path, -1, group)
+            os.chmod(path, dir_mode)
             _files.atomic_write(path / CONFIG_FILE, spec.to_json(indent=2), mode=mode)
         except BaseException:
             if created:
@@ -117,6 +125,17 @@ class Bundle:
                         "unmount it before removing the bundle"
                     )
         shutil.rmtree(self.path)
+
+
+def _dir_access(spec: oci.Spec) -> tuple[int, int | None]:
+    """The bundle dir's mode, and its group when it must change (containerd's rule)."""
+    linux = spec.linux
+    if linux is None or not any(ns.type == "user" for ns in linux.namespaces or []):
+        return 0o700, None
+    for m in linux.gid_mappings or []:
+        if m.container_id == 0 and m.size > 0:
+            return (0o710, m.host_id) if m.host_id != 0 else (0o700, None)
+    return 0o700, None
 
 
 def _root(value: str) -> oci.Root:
