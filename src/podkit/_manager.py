@@ -38,7 +38,7 @@ from podkit._config import (
     NamespaceMode,
     SandboxConfig,
 )
-from podkit._files import atomic_write, file_lock, validate_id
+from podkit._files import atomic_write, file_lock, sweep_atomic_temps, validate_id
 from podkit.container import (
     ContainerConfigError,
     DeviceInjector,
@@ -54,6 +54,7 @@ from podkit.errors import (
     InvalidArgumentError,
     NotFoundError,
     PodkitError,
+    quote,
 )
 from podkit.runtime import (
     AttachStream,
@@ -102,6 +103,9 @@ INFRALESS_STEPS = ("netns", "network", "files", "namespaces")
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
+
+RECORD_MODE, RECORD_DIR_MODE = 0o600, 0o700
+"""Modes of the records in ``state_dir`` (they hold env values) and of their directories."""
 
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND = 2, 4, 8, 0x1000
 _MNT_DETACH = 2
@@ -353,6 +357,14 @@ def _pin_namespaces(
         raise errors[0]
 
 
+def _cni_cannot_run(exc: BaseException) -> bool:
+    """Whether a CNI DEL failed in a way no retry fixes: a plugin binary is missing or its
+    name is invalid, or a value of the pod cannot be passed at all (``ValueError``)."""
+    if isinstance(exc, cni.NetworksError):
+        return all(_cni_cannot_run(e) for e in exc.errors.values())
+    return isinstance(exc, cni.PluginNotFoundError | cni.InvalidPluginNameError | ValueError)
+
+
 def _bandwidth(annotations: Mapping[str, str]) -> cni.Bandwidth | None:
     """``kubernetes.io/ingress-bandwidth`` / ``egress-bandwidth`` (bits/s) as CNI bandwidth."""
     rates = {}
@@ -576,9 +588,12 @@ class SandboxManager:
         self.pause = pause
         self.netns_dir = netns_dir
         self.netns_prefix = netns_prefix
-        for d in (self.root_dir / "sandboxes", self.root_dir / "containers",
-                  self.state_dir / "sandboxes", self.state_dir / "containers"):
+        for d in (self.root_dir / "sandboxes", self.root_dir / "containers"):
             d.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(mode=RECORD_DIR_MODE, parents=True, exist_ok=True)
+        for d in (self.state_dir / "sandboxes", self.state_dir / "containers"):
+            d.mkdir(mode=RECORD_DIR_MODE, exist_ok=True)
+            d.chmod(RECORD_DIR_MODE)  # records of an earlier version were in 0755 dirs
         if supervisor is None:
             if not isinstance(runtime, Runc):
                 raise InvalidArgumentError(
@@ -599,6 +614,7 @@ class SandboxManager:
         self._sandbox_locks: dict[str, threading.RLock] = {}
         self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
         self._lock_cm.__enter__()  # ConflictError while another manager uses state_dir
+        self._opened_at = time.time()  # temp files older than this are an earlier process's
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -622,7 +638,8 @@ class SandboxManager:
     def _save(self, obj: Sandbox | Container) -> None:
         kind = "sandboxes" if isinstance(obj, Sandbox) else "containers"
         data = _converter.unstructure(obj)
-        atomic_write(self._record_path(kind, obj.id), json.dumps(data, indent=1))
+        atomic_write(self._record_path(kind, obj.id), json.dumps(data, indent=1),
+                     mode=RECORD_MODE)
 
     def _drop_record(self, kind: str, id: str) -> None:
         self._record_path(kind, id).unlink(missing_ok=True)
@@ -632,6 +649,7 @@ class SandboxManager:
         for path in sorted((self.state_dir / kind).glob("*.json")):
             try:
                 out.append(_converter.structure(json.loads(path.read_text()), cls))
+                path.chmod(RECORD_MODE)  # an earlier version wrote them readable by all
             except (OSError, ValueError, cattrs.BaseValidationError) as exc:
                 raise InvalidArgumentError(f"corrupt record {path}: {exc}") from None
         return out
@@ -656,14 +674,14 @@ class SandboxManager:
         with self._lock:
             sb = self._sandboxes.get(id)
         if sb is None:
-            raise NotFoundError(f"no sandbox {id!r}")
+            raise NotFoundError(f"no sandbox {quote(id)}")
         return sb
 
     def _get_container(self, id: str) -> Container:
         with self._lock:
             c = self._containers.get(id)
         if c is None:
-            raise NotFoundError(f"no container {id!r}")
+            raise NotFoundError(f"no container {quote(id)}")
         return c
 
     def _sandbox_dir(self, id: str) -> Path:
@@ -729,10 +747,23 @@ class SandboxManager:
                 errors = self._undo_sandbox(sb)
                 for e in errors:
                     exc.add_note(f"cleanup after the failure also failed: {e}")
-                if not errors:
+                if errors:
+                    for e in self._keep_for_removal(sb):
+                        exc.add_note(f"recording the pod as NOTREADY failed too: {e}")
+                else:
                     self._forget_sandbox(sb)
                 raise
         return attrs.evolve(sb)
+
+    def _keep_for_removal(self, sb: Sandbox) -> builtins.list[Exception]:
+        """A pod whose undo failed: listed NOTREADY, its name kept, removable (retries the
+        undo). The error of saving that, if any (the older record is undone by recover())."""
+        sb.phase, sb.state = "removing", SandboxState.SANDBOX_NOTREADY
+        try:
+            self._save(sb)
+        except Exception as e:
+            return [e]
+        return []
 
     def _forget_sandbox(self, sb: Sandbox) -> None:
         self._drop_record("sandboxes", sb.id)
@@ -787,12 +818,30 @@ class SandboxManager:
                   for ip in iface.ips if ip.ip not in first]
         sb.ips = tuple(dict.fromkeys([*first, *others]))
 
-    def _undo_network(self, sb: Sandbox) -> None:
+    def _undo_network(self, sb: Sandbox, final: bool = False) -> None:
+        """CNI DEL; when ``final`` (the pod is being removed) a DEL that can never run is
+        given up: podkit's own cache entries go, and a warning says what stays."""
         if self.networks is None:
             return
         path = sb.netns_path if sb.netns_path and netns.exists(sb.netns_path) else ""
-        self.networks.remove(sb.id, path, args=self._cni_args(sb),
-                             capability_args=self._cni_caps(sb))
+        try:
+            self.networks.remove(sb.id, path, args=self._cni_args(sb),
+                                 capability_args=self._cni_caps(sb))
+        except Exception as exc:
+            if not final or not _cni_cannot_run(exc):
+                raise
+            self._give_up_network(sb, exc)
+
+    def _give_up_network(self, sb: Sandbox, exc: BaseException) -> None:
+        """Drop the pod's CNI cache entries after a DEL that cannot run; log what is left."""
+        assert self.networks is not None
+        client = self.networks.client
+        for att in client.cached_attachments(sb.id):
+            client.cache.remove(att.network, att.container_id, att.ifname)
+        _log.warning(
+            "sandbox %s (%s): CNI DEL cannot run (%s); removed without it: whatever the "
+            "plugins set up for it (addresses, links, rules) was not undone", sb.id, sb.name,
+            exc)
 
     def _files(self, sb: Sandbox) -> SandboxFiles:
         return SandboxFiles.under(self._sandbox_dir(sb.id))
@@ -933,21 +982,21 @@ class SandboxManager:
             self._stop_sandbox_locked(sb)
 
     def _stop_sandbox_locked(
-        self, sb: Sandbox, meanwhile: Callable[[], None] | None = None
+        self, sb: Sandbox, meanwhile: Callable[[], None] | None = None, *, final: bool = False
     ) -> None:
         """Kill the containers and the pause, tear down the network, remove the netns.
 
         CNI DEL runs on a helper thread while the processes are killed (every one gets
         SIGKILL: nothing in the pod needs its network any more) and, if nothing failed,
         while ``meanwhile`` runs (``remove_sandbox`` deletes the containers and the pause
-        there); the netns goes after CNI DEL.
+        there); the netns goes after CNI DEL. ``final``: see :meth:`_undo_network`.
         """
         errors: builtins.list[BaseException] = []
         net_failure: builtins.list[BaseException] = []
 
         def teardown() -> None:
             try:
-                self._undo_network(sb)
+                self._undo_network(sb, final)
             except BaseException as exc:  # handed to the caller
                 net_failure.append(exc)
 
@@ -984,7 +1033,7 @@ class SandboxManager:
                         getattr(self, f"_undo_{step}")(sb)
                     elif net_failure:
                         raise net_failure[0]
-                except PodkitError as exc:
+                except Exception as exc:  # e.g. a ValueError from a value CNI cannot take
                     errors.append(exc)
                     continue
                 sb.steps = tuple(s for s in sb.steps if s != step)
@@ -1013,7 +1062,7 @@ class SandboxManager:
                     self._undo_pause(sb)
                     sb.steps = tuple(s for s in sb.steps if s != "pause")
 
-            self._stop_sandbox_locked(sb, meanwhile=delete_processes)
+            self._stop_sandbox_locked(sb, meanwhile=delete_processes, final=True)
             sb.phase = "removing"
             self._save(sb)
             errors = self._undo_sandbox(sb)
@@ -1035,8 +1084,8 @@ class SandboxManager:
     def list_sandboxes(self, filter: SandboxFilter | None = None) -> builtins.list[Sandbox]:
         """Pods matching ``filter`` (all by default), oldest first."""
         f = filter or SandboxFilter()
-        with self._lock:
-            items = [attrs.evolve(s) for s in self._sandboxes.values() if s.phase == "created"]
+        with self._lock:  # a pod whose undo failed is listed (NOTREADY): remove retries it
+            items = [attrs.evolve(s) for s in self._sandboxes.values() if s.phase != "creating"]
         return sorted(
             (s for s in items
              if s.id.startswith(f.id) and (f.state is None or s.state == f.state)
@@ -1458,11 +1507,15 @@ class SandboxManager:
         """Load the records an earlier manager left; undo or finish its half-done operations.
 
         Pods caught in ``run_sandbox`` or ``remove_sandbox`` are undone (every recorded step in
-        reverse); containers caught in create or remove are removed; the rest is adopted (a pod
-        whose pause is gone is NOTREADY). Then :meth:`remove_all` removes everything if wanted.
+        reverse; one whose undo fails stays listed, NOTREADY, for :meth:`remove_sandbox`);
+        containers caught in create or remove are removed; the rest is adopted (a pod whose
+        pause is gone is NOTREADY). Temp files of writes cut short are removed. Then
+        :meth:`remove_all` removes everything if wanted.
         """
         rolled: builtins.list[str] = []
         errors: builtins.list[str] = []
+        for path in self._sweep_temps():
+            _log.info("recover: removed %s (a write cut short)", path)
         sandboxes = {s.id: s for s in self._load_records("sandboxes", Sandbox)}
         containers: builtins.list[Container] = self._load_records("containers", Container)
         with self._lock:  # records this manager already holds stay the ones in use
@@ -1497,12 +1550,24 @@ class SandboxManager:
             with self._sandbox_lock(sb.id):
                 errs = self._undo_sandbox(sb)
                 if errs:
+                    errs += self._keep_for_removal(sb)
                     errors.extend(f"sandbox {sb.id}: {e}" for e in errs)
                 else:
                     self._forget_sandbox(sb)
                     rolled.append(sb.id)
         return RecoveryReport(sandboxes=tuple(adopted_s), containers=tuple(adopted_c),
                               rolled_back=tuple(rolled), errors=tuple(errors))
+
+    def _sweep_temps(self) -> builtins.list[Path]:
+        """``atomic_write`` temp files an earlier process left in the record, bundle and
+        conmon dirs (only files older than this manager: its own writes are never touched)."""
+        dirs = [self.state_dir / "sandboxes", self.state_dir / "containers"]
+        for kind in ("sandboxes", "containers"):
+            dirs += [d / "bundle" for d in (self.root_dir / kind).iterdir()]
+        if isinstance(self.supervisor, ConmonSupervisor):
+            base = self.supervisor.conmon.state_dir / "containers"
+            dirs += sorted(base.iterdir()) if base.is_dir() else []
+        return [p for d in dirs for p in sweep_atomic_temps(d, older_than=self._opened_at)]
 
     def _remove_orphan_dirs(self, sandboxes: set[str], containers: set[str]) -> None:
         """Directories under root_dir without a record (a crash between writing and recording)."""
@@ -1514,17 +1579,22 @@ class SandboxManager:
                     shutil.rmtree(d, ignore_errors=True)
 
     def remove_all(self) -> None:
-        """Stop and remove every pod (and so every container) this manager knows."""
+        """Stop and remove every pod (and so every container) this manager knows.
+
+        Every pod is tried; the ones that could not be removed (they stay listed, NOTREADY)
+        are named together in one ``PodkitError`` at the end.
+        """
         with self._lock:
             ids = list(self._sandboxes)
         errors = []
         for id in ids:
             try:
                 self.remove_sandbox(id)
-            except PodkitError as exc:
-                errors.append(str(exc))
+            except Exception as exc:
+                errors.append(f"{id}: {exc}")
         if errors:
-            raise PodkitError("; ".join(errors))
+            raise PodkitError(f"{len(errors)} of {len(ids)} pods could not be removed: "
+                              + "; ".join(errors))
 
 
 # -- the built-in default network ------------------------------------------------------------

@@ -12,7 +12,24 @@ __all__ = [
     "InvalidArgumentError",
     "NotFoundError",
     "PodkitError",
+    "quote",
 ]
+
+QUOTE_LIMIT = 100
+"""The most characters of a value an error message quotes (see :func:`quote`)."""
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` for an error message, cut to ``limit`` characters plus its full length.
+
+    Messages quote what a caller sent, and a 10,000-character ID must not make a
+    10,000-character error: ``quote("a" * 10000)`` ends in ``... (10000 characters)``.
+    """
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)
+    return f"{text[:limit]}... ({size} characters)"
 
 
 class PodkitError(Exception):

@@ -71,7 +71,7 @@ from podkit._manager import (
     SandboxStats,
 )
 from podkit.cri import api_pb2 as pb
-from podkit.errors import InvalidArgumentError
+from podkit.errors import InvalidArgumentError, quote
 
 __all__ = [
     "ConversionError",
@@ -128,7 +128,7 @@ def _num(cls: type[E], value: object, path: str) -> int:
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return int(_enum(cls, value, path))
-    raise ConversionError(path, f"{value!r} is not a {cls.__name__}")
+    raise ConversionError(path, f"{quote(value)} is not a {cls.__name__}")
 
 
 def _set(msg: Any, field: str, value: object, path: str) -> None:
@@ -141,10 +141,10 @@ def _set(msg: Any, field: str, value: object, path: str) -> None:
         else:
             setattr(msg, field, value)
     except (TypeError, ValueError) as exc:
-        raise ConversionError(f"{path}.{field}", f"{value!r} does not fit: {exc}") from None
+        raise ConversionError(f"{path}.{field}", f"{quote(value)} does not fit: {exc}") from None
     except AttributeError:  # a single value for a repeated or map field
         raise ConversionError(
-            f"{path}.{field}", f"{value!r}: expected a sequence or mapping"
+            f"{path}.{field}", f"{quote(value)}: expected a sequence or mapping"
         ) from None
 
 
@@ -258,7 +258,7 @@ def _legacy_profile(value: str, path: str, aliases: Sequence[str]) -> SecurityPr
             profile_type=ProfileType.LOCALHOST, localhost_ref=value[len("localhost/"):]
         )
     raise ConversionError(
-        path, f"{value!r} is not {' or '.join(aliases)}, unconfined or localhost/<profile>"
+        path, f"{quote(value)} is not {' or '.join(aliases)}, unconfined or localhost/<profile>"
     )
 
 
@@ -512,7 +512,8 @@ def _env_to(kv: KeyValue, path: str) -> pb.KeyValue:
     try:
         value = kv.value.encode("utf-8")
     except (AttributeError, UnicodeEncodeError) as exc:
-        raise ConversionError(f"{path}.value", f"{kv.value!r} is not UTF-8 text: {exc}") from None
+        raise ConversionError(f"{path}.value",
+                              f"{quote(kv.value)} is not UTF-8 text: {exc}") from None
     _fill(out, path, {"key": kv.key, "value": value})
     return out
 
@@ -704,7 +705,7 @@ def cri_signal(linux_number: int, *, path: str = "stop_signal") -> int:
     keeps for itself, or anything out of range) is a ``ConversionError`` naming ``path``.
     """
     if isinstance(linux_number, bool) or not isinstance(linux_number, int):
-        raise ConversionError(path, f"not a signal number: {linux_number!r}")
+        raise ConversionError(path, f"not a signal number: {quote(linux_number)}")
     try:
         return _CRI_SIGNALS[int(linux_number)]
     except KeyError:

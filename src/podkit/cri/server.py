@@ -68,6 +68,7 @@ from podkit.errors import (
     InvalidArgumentError,
     NotFoundError,
     PodkitError,
+    quote,
 )
 from podkit.runtime.errors import RuntimeTimeoutError
 
@@ -86,6 +87,7 @@ __all__ = [
     "pause_config",
     "serve",
     "status_code_name",
+    "status_detail",
 ]
 
 RUNTIME_NAME = "podkit"
@@ -132,6 +134,35 @@ class StreamingServer(Protocol):
     def get_port_forward(self, req: pb.PortForwardRequest) -> str:
         """A URL forwarding ports into ``req.pod_sandbox_id``'s network namespace."""
         ...
+
+
+STATUS_DETAIL_CHARS = 1024
+"""The most characters of an error message a gRPC status carries."""
+STATUS_DETAIL_BYTES = 4096
+"""The most bytes of a status message on the wire (percent-encoded ``grpc-message``)."""
+
+
+def _wire_size(char: str) -> int:
+    """Bytes ``char`` takes in a percent-encoded ``grpc-message`` header."""
+    return 1 if " " <= char <= "~" and char != "%" else 3 * len(char.encode("utf-8"))
+
+
+def status_detail(message: str) -> str:
+    """``message`` cut to fit a gRPC status (:data:`STATUS_DETAIL_CHARS` characters and
+    :data:`STATUS_DETAIL_BYTES` wire bytes), saying how long it was; a last line of defence."""
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(message) <= STATUS_DETAIL_CHARS and \
+            sum(map(_wire_size, message)) <= STATUS_DETAIL_BYTES:
+        return message
+    suffix = f"... ({len(message)} characters, cut)"
+    budget = STATUS_DETAIL_BYTES - len(suffix)
+    kept = 0
+    for char in message[:STATUS_DETAIL_CHARS - len(suffix)]:
+        budget -= _wire_size(char)
+        if budget < 0:
+            break
+        kept += 1
+    return message[:kept] + suffix
 
 
 def status_code_name(exc: BaseException) -> str:
@@ -554,7 +585,7 @@ class CRIService:
         """Network namespace, CNI, sandbox files and the pause; undone on any failure."""
         if request.runtime_handler not in ("", self.runtime_handler):
             raise InvalidArgumentError(
-                f"runtime_handler {request.runtime_handler!r}: not configured (this server "
+                f"runtime_handler {quote(request.runtime_handler)}: not configured (this server "
                 f"has {self.runtime_handler!r} and the default '')")
         config = sandbox_config_from_cri(request.config, path="config")
         if self.manager.networks is None:
@@ -600,7 +631,7 @@ class CRIService:
         containers' own limits come through UpdateContainerResources)."""
         id = _required(request.pod_sandbox_id, "pod_sandbox_id")
         if self._fresh_sandbox(id) is None:
-            raise NotFoundError(f"pod_sandbox_id {id!r}: no such pod sandbox")
+            raise NotFoundError(f"pod_sandbox_id {quote(id)}: no such pod sandbox")
         for field in ("overhead", "resources"):
             if request.HasField(field):
                 linux_resources_from_cri(getattr(request, field), path=field)
@@ -656,12 +687,12 @@ class CRIService:
         sandbox_id = _required(request.pod_sandbox_id, "pod_sandbox_id")
         config = container_config_from_cri(request.config, path="config")
         if self._fresh_sandbox(sandbox_id) is None:  # NotFound before any work
-            raise NotFoundError(f"pod_sandbox_id {sandbox_id!r}: no such pod sandbox")
+            raise NotFoundError(f"pod_sandbox_id {quote(sandbox_id)}: no such pod sandbox")
         ref = config.image
         if not ref:
             raise InvalidArgumentError("config.image.image: required (an image reference)")
         if os.path.isabs(ref) and not os.path.isdir(ref):
-            raise NotFoundError(f"config.image.image {ref!r}: no such rootfs directory")
+            raise NotFoundError(f"config.image.image {quote(ref)}: no such rootfs directory")
         wanted = request.config.image.user_specified_image
         meta = {"user_specified_image": wanted} if wanted else {}
 
@@ -787,7 +818,7 @@ class CRIService:
     def _running(self, id: str) -> None:
         c = self.manager.container_status(id)
         if c.state != ContainerState.CONTAINER_RUNNING:
-            raise ConflictError(f"container {id} is in {c.state.name} state, not running")
+            raise ConflictError(f"container {quote(id)} is in {c.state.name} state, not running")
 
     def Exec(self, request: pb.ExecRequest) -> pb.ExecResponse:
         """The URL of a streaming exec session in a running container."""
@@ -859,7 +890,7 @@ class CRIService:
     def _sandbox_stats(self, id: str) -> pb.PodSandboxStats:
         sb = self._fresh_sandbox(id)
         if sb is None:
-            raise NotFoundError(f"pod_sandbox_id {id!r}: no such pod sandbox")
+            raise NotFoundError(f"pod_sandbox_id {quote(id)}: no such pod sandbox")
         stats = self.manager.sandbox_stats(id)
         running = {c.id: c for c in self.manager.list_containers(ContainerFilter(
             pod_sandbox_id=id, state=ContainerState.CONTAINER_RUNNING)) if c.sandbox_id == id}
@@ -909,7 +940,7 @@ class CRIService:
         try:
             img = self.store.get(ref)
         except _image.ReferenceError as exc:
-            raise InvalidArgumentError(f"image.image {ref!r}: {exc}") from None
+            raise InvalidArgumentError(f"image.image {quote(ref)}: {exc}") from None
         except NotFoundError:
             return None
         return groups.get(img.config.digest, [img])
@@ -1003,7 +1034,7 @@ class CRIService:
         try:
             img = _image.pull(self.store, ref, **options)
         except _image.ReferenceError as exc:
-            raise InvalidArgumentError(f"image.image {ref!r}: {exc}") from None
+            raise InvalidArgumentError(f"image.image {quote(ref)}: {exc}") from None
         return pb.PullImageResponse(image_ref=img.config.digest)
 
     def RemoveImage(self, request: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
@@ -1092,7 +1123,7 @@ def _adapt(service: CRIService, name: str) -> Callable[..., Any]:
 
     def fail(context: Any, exc: BaseException) -> None:
         code = getattr(grpc.StatusCode, status_code_name(exc))
-        context.abort(code, str(exc))
+        context.abort(code, status_detail(str(exc)))
 
     if method is None:
         def unimplemented(request: Any, context: Any) -> Any:

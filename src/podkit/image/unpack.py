@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 
 from podkit._files import atomic_write, file_lock, fsync_dir, validate_id
-from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, quote
 from podkit.image.descriptor import Descriptor, layer_compression
 from podkit.image.errors import (
     DigestMismatchError,
@@ -651,7 +651,8 @@ def get_rootfs(store: ImageStore, container_id: str) -> Rootfs:
     try:
         meta = json.loads((cdir / "rootfs.json").read_text())
     except FileNotFoundError:
-        raise NotFoundError(f"no rootfs for container {container_id!r} in {store.root}") from None
+        raise NotFoundError(
+            f"no rootfs for container {quote(container_id)} in {store.root}") from None
     return Rootfs(container_id, str(meta["image"]), Path(meta["path"]), str(meta["mode"]),
                   tuple(meta["chainIds"]))
 
