@@ -18,12 +18,17 @@ __all__ = [
     "atomic_write",
     "file_lock",
     "fsync_dir",
+    "is_atomic_temp",
     "safe_join",
+    "sweep_atomic_temps",
     "validate_id",
 ]
 
 MAX_ID_LENGTH = 128
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+_TEMP_SUFFIX = ".tmp"
+# ".<target name>.<8 characters of mkstemp>.tmp": what atomic_write leaves if killed mid-write
+_TEMP_RE = re.compile(r"\..+\.[a-z0-9_]{8}\.tmp\Z")
 
 StrPath = str | os.PathLike[str]
 
@@ -76,7 +81,8 @@ def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
     """
     target = Path(path)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                               suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
@@ -89,6 +95,29 @@ def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(target.parent)
+
+
+def is_atomic_temp(name: str) -> bool:
+    """Whether ``name`` is an :func:`atomic_write` temp file (``.<name>.XXXXXXXX.tmp``)."""
+    return _TEMP_RE.match(name) is not None
+
+
+def sweep_atomic_temps(directory: StrPath, *, older_than: float) -> list[Path]:
+    """Remove :func:`atomic_write` temp files in ``directory`` last modified before
+    ``older_than`` (a ``time.time()``); the removed paths. A missing directory is fine."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        if not is_atomic_temp(entry.name) or not entry.is_file(follow_symlinks=False):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            if entry.stat(follow_symlinks=False).st_mtime < older_than:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
 
 
 @contextlib.contextmanager
