@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 
 from podkit import oci
 from podkit._config import ContainerMetadata, DNSConfig, PodSandboxMetadata, SandboxConfig
-from podkit.errors import InvalidArgumentError
+from podkit.errors import InvalidArgumentError, quote
 
 __all__ = [
     "ANNOTATION_CONTAINER_NAME",
@@ -30,6 +30,7 @@ __all__ = [
     "cgroups_path",
     "clamp_oom_score_adj",
     "container_annotations",
+    "container_log_path",
     "container_name",
     "current_oom_score_adj",
     "host_hostname",
@@ -118,6 +119,23 @@ def container_annotations(
     }
 
 
+def container_log_path(log_directory: str, log_path: str,
+                       error: type[InvalidArgumentError] = InvalidArgumentError) -> str:
+    """Where a container's log goes: ``log_path`` inside ``log_directory``, normalised.
+
+    As containerd (Go's ``filepath.Join``), an absolute ``log_path`` is still inside the
+    directory; a path that leaves it (``../x.log``) is refused, naming the normalised path.
+    """
+    if not log_directory or not log_path:
+        return ""
+    directory = posixpath.normpath(log_directory)
+    path = posixpath.normpath(f"{directory}/{log_path}")
+    if path == directory or not path.startswith(directory.rstrip("/") + "/"):
+        raise error(f"log_path {quote(log_path)}: resolves to {quote(path)}, not a file "
+                    f"inside the pod's log_directory {quote(directory)}")
+    return path
+
+
 def current_oom_score_adj(pid: int | str = "self") -> int:
     """The OOM score adjustment of a process (the floor a process without CAP_SYS_RESOURCE has)."""
     with open(f"/proc/{pid}/oom_score_adj") as f:
@@ -148,21 +166,28 @@ def resolve_capabilities(
     add: Iterable[str],
     drop: Iterable[str],
     all_known: Sequence[str],
+    *,
+    current: Sequence[str] | None = None,
+    where: str = "",
 ) -> list[str]:
     """Apply CRI add/drop lists (``ALL`` first, then names) to ``base``, in containerd's order.
 
-    Names may omit ``CAP_`` and any case; unknown names are an error naming the list.
+    ``ALL`` means ``current``: the capabilities the runtime process can grant (containerd's
+    ``cap.Current()``), ``all_known`` when not given. Names may omit ``CAP_`` and any case;
+    unknown names are an error naming the list (prefixed by ``where``).
     """
     known = set(all_known)
-    adds = [_cap_name(n, "add_capabilities") for n in add]
-    drops = [_cap_name(n, "drop_capabilities") for n in drop]
-    for where, names in (("add_capabilities", adds), ("drop_capabilities", drops)):
+    prefix = f"{where}." if where else ""
+    adds = [_cap_name(n, f"{prefix}add_capabilities") for n in add]
+    drops = [_cap_name(n, f"{prefix}drop_capabilities") for n in drop]
+    for field, names in (("add_capabilities", adds), ("drop_capabilities", drops)):
         for n in names:
             if n != "CAP_ALL" and n not in known:
-                raise InvalidArgumentError(f"unknown capability {n!r} in {where}")
+                raise InvalidArgumentError(
+                    f"unknown capability {quote(n)} in {prefix}{field}")
     caps = list(base)
     if "CAP_ALL" in adds:
-        caps = list(all_known)
+        caps = list(all_known if current is None else current)
     if "CAP_ALL" in drops:
         caps = []
     for n in adds:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import attrs
 
-from podkit import _cri_rules, oci
+from podkit import _config_checks, _cri_rules, oci
 from podkit._config import (
     Capability,
     ContainerConfig,
@@ -32,7 +32,7 @@ from podkit._config import (
 )
 from podkit.apparmor import AppArmorHost
 from podkit.cdi.annotations import devices_from_request
-from podkit.errors import InvalidArgumentError
+from podkit.errors import InvalidArgumentError, quote
 from podkit.sandbox import SandboxFiles, apparmor_opt, seccomp_opt, selinux_label
 
 __all__ = [
@@ -115,13 +115,9 @@ def _validated(
     config: ContainerConfig, pod: PodContext, apparmor_host: AppArmorHost | None
 ) -> tuple[oci.SpecOpt | None, oci.SpecOpt | None]:
     """Check ``config``; its AppArmor and seccomp options (profiles are read once, here)."""
-    if not config.metadata.name:
-        raise ContainerConfigError("metadata.name: must not be empty")
-    if "_" in config.metadata.name or "/" in config.metadata.name:
-        raise ContainerConfigError(
-            f"metadata.name {config.metadata.name!r}: must not contain '_' or '/'"
-        )
+    _config_checks.check_container_config(config, pod.config, ContainerConfigError)
     sc = config.linux.security_context
+    _check_capability_names(sc.capabilities)
     if sc.privileged and not pod.config.linux.security_context.privileged:
         raise ContainerConfigError(
             "linux.security_context.privileged: no privileged container allowed in sandbox"
@@ -132,10 +128,6 @@ def _validated(
             "linux.security_context.namespace_options.target_id: required for pid TARGET"
         )
     for i, m in enumerate(config.mounts):
-        for field in ("container_path", "host_path"):
-            value = getattr(m, field)
-            if not posixpath.isabs(value):
-                raise ContainerConfigError(f"mounts[{i}].{field} {value!r}: must be absolute")
         if m.recursive_read_only and not m.readonly:
             raise ContainerConfigError(
                 f"mounts[{i}]: recursive_read_only needs readonly to be set"
@@ -145,11 +137,9 @@ def _validated(
                 f"mounts[{i}]: recursive_read_only needs PROPAGATION_PRIVATE"
             )
     for i, d in enumerate(config.devices):
-        if not posixpath.isabs(d.container_path) or not posixpath.isabs(d.host_path):
-            raise ContainerConfigError(f"devices[{i}]: paths must be absolute: {d!r}")
         if not d.permissions or set(d.permissions) - set("rwm"):
             raise ContainerConfigError(
-                f"devices[{i}].permissions {d.permissions!r}: must be a subset of 'rwm'"
+                f"devices[{i}].permissions {quote(d.permissions)}: must be a subset of 'rwm'"
             )
     return (
         apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
@@ -257,25 +247,45 @@ def _id_mapping(m: IDMapping) -> oci.LinuxIDMapping:
     return oci.LinuxIDMapping(container_id=m.container_id, host_id=m.host_id, size=m.length)
 
 
+_CAPS_FIELD = "linux.security_context.capabilities"
+
+
 def _with_cri_capabilities(
-    cap: Capability | None, *, privileged: bool
+    cap: Capability | None, *, privileged: bool, current: Sequence[str]
 ) -> oci.SpecOpt:
+    """CRI add/drop lists on the spec's capabilities; ``ALL`` means ``current``."""
+
     def opt(spec: oci.Spec) -> None:
         if privileged or cap is None:
             return
         caps = spec.process.capabilities if spec.process else None
         base = list((caps.bounding if caps else None) or [])
         resolved = _cri_rules.resolve_capabilities(
-            base, cap.add_capabilities, cap.drop_capabilities, oci.KNOWN_CAPABILITIES
+            base, cap.add_capabilities, cap.drop_capabilities, oci.KNOWN_CAPABILITIES,
+            current=current, where=_CAPS_FIELD,
         )
         oci.with_capabilities(resolved)(spec)
         if cap.add_ambient_capabilities:
-            ambient = _cri_rules.resolve_capabilities(
-                [], cap.add_ambient_capabilities, [], oci.KNOWN_CAPABILITIES
-            )
-            oci.with_ambient_capabilities(ambient)(spec)
+            oci.with_ambient_capabilities(_ambient(cap, current))(spec)
 
     return opt
+
+
+def _ambient(cap: Capability, current: Sequence[str]) -> list[str]:
+    return _cri_rules.resolve_capabilities(
+        [], cap.add_ambient_capabilities, [], oci.KNOWN_CAPABILITIES, current=current,
+        where=f"{_CAPS_FIELD}.add_ambient",
+    )
+
+
+def _check_capability_names(cap: Capability | None) -> None:
+    """Unknown capability names fail before anything is created, naming the list."""
+    if cap is None:
+        return
+    try:
+        _with_cri_capabilities(cap, privileged=False, current=())(oci.Spec())
+    except InvalidArgumentError as e:
+        raise ContainerConfigError(str(e)) from None
 
 
 def _without_ambient_caps(spec: oci.Spec) -> None:
@@ -320,6 +330,7 @@ def build_container_spec(
     pod_annotations: Sequence[str] = (),
     cgroup_namespace: str = "podkit",
     apparmor_host: AppArmorHost | None = None,
+    host_capabilities: Sequence[str] | None = None,
 ) -> oci.Spec:
     """The OCI spec of an application container in ``pod`` (containerd's container spec).
 
@@ -328,6 +339,8 @@ def build_container_spec(
     ``namespace_options.pid`` is TARGET; ``cdi`` resolves ``cdi_devices`` and ``cdi.k8s.io/``
     annotations, applied last. AppArmor profiles are checked against ``apparmor_host``
     (default: this machine), where podkit's default profile is loaded if it is needed.
+    ``host_capabilities`` are what the runtime started from here can grant, which ``ALL``
+    and ``privileged`` resolve to (default: ``oci.current_capabilities()`` of this process).
     """
     profile, seccomp = _validated(config, pod, apparmor_host)
     img = image or ImageDefaults()
@@ -368,19 +381,20 @@ def build_container_spec(
         opts.append(oci.with_readonly_paths(list(oci.DEFAULT_READONLY_PATHS)))
     for d in config.devices:
         opts.append(oci.with_devices(d.host_path, d.container_path, d.permissions))
-    opts.append(_with_cri_capabilities(sc.capabilities, privileged=sc.privileged))
+    current = list(oci.current_capabilities() if host_capabilities is None
+                   else host_capabilities)
+    opts.append(_with_cri_capabilities(sc.capabilities, privileged=sc.privileged,
+                                       current=current))
     if sc.privileged:
         opts += [
             oci.with_privileged(),
+            oci.with_capabilities(current),  # what this process can grant, not all known
             oci.with_devices("/dev", "/dev", "rwm"),
             oci.with_all_devices_allowed(),
         ]
     opts.append(_without_ambient_caps)
     if sc.capabilities is not None and sc.capabilities.add_ambient_capabilities:
-        opts.append(_with_cri_capabilities(
-            Capability(add_ambient_capabilities=sc.capabilities.add_ambient_capabilities),
-            privileged=False,
-        ))
+        opts.append(oci.with_ambient_capabilities(_ambient(sc.capabilities, current)))
     label = selinux_label(sc.selinux_options or pod_sc.selinux_options)
     if label and not sc.privileged:
         opts.append(oci.with_selinux_label(label))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from podkit import _cri_rules, apparmor, oci
+from podkit import _config_checks, _cri_rules, apparmor, oci
 from podkit._config import (
     DNSConfig,
     IDMapping,
@@ -269,12 +269,7 @@ def validate_sandbox_config(config: SandboxConfig) -> None:
 
 def _validated(config: SandboxConfig) -> oci.SpecOpt | None:
     """Check ``config``; its seccomp option (a profile file is read once, here)."""
-    md = config.metadata
-    if not md.name:
-        raise SandboxConfigError("metadata.name: must not be empty")
-    for field, value in (("name", md.name), ("namespace", md.namespace)):
-        if "_" in value or "/" in value:
-            raise SandboxConfigError(f"metadata.{field} {value!r}: must not contain '_' or '/'")
+    _config_checks.check_sandbox_config(config, SandboxConfigError)
     ns = config.linux.security_context.namespace_options
     for field in ("network", "ipc"):
         mode = getattr(ns, field)

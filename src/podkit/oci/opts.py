@@ -57,6 +57,7 @@ __all__ = [
     "SpecOptError",
     "UserLookupError",
     "compose",
+    "current_capabilities",
     "generate",
     "with_added_capabilities",
     "with_additional_gids",
@@ -933,28 +934,43 @@ def with_all_known_capabilities() -> SpecOpt:
     return with_capabilities(KNOWN_CAPABILITIES)
 
 
-def _current_capabilities(status_path: str) -> list[str]:
-    try:
-        text = Path(status_path).read_text()
-    except OSError as e:
-        raise SpecOptError(f"cannot read capabilities from {status_path}: {e.strerror}") from None
+def _capability_masks(text: str) -> dict[str, int]:
+    """The ``Cap*`` hex masks of a ``/proc/<pid>/status`` text (bad lines are left out)."""
+    masks = {}
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key == "CapEff":
+        if key.startswith("Cap"):
             try:
-                mask = int(value.strip(), 16)
+                masks[key] = int(value.strip(), 16)
             except ValueError:
-                break
-            return [c for bit, c in enumerate(KNOWN_CAPABILITIES) if mask >> bit & 1]
-    raise SpecOptError(f"no valid CapEff line in {status_path}")
+                continue
+    return masks
+
+
+def current_capabilities(status_path: str = "/proc/self/status") -> list[str]:
+    """The capabilities a runtime started by this process can grant: ``CapEff`` ∩ ``CapBnd``.
+
+    containerd's ``cap.Current()`` reads ``CapEff``; a child that execs (runc) only gets what
+    is also in the bounding set, so a reduced bounding set narrows it too.
+    """
+    path = _str(status_path, "status path")
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise SpecOptError(f"cannot read capabilities from {path}: {e.strerror}") from None
+    masks = _capability_masks(text)
+    if "CapEff" not in masks:
+        raise SpecOptError(f"no valid CapEff line in {path}")
+    mask = masks["CapEff"] & masks.get("CapBnd", masks["CapEff"])
+    return [c for bit, c in enumerate(KNOWN_CAPABILITIES) if mask >> bit & 1]
 
 
 def with_all_current_capabilities(status_path: str = "/proc/self/status") -> SpecOpt:
-    """Grant the caller's own effective capabilities (``CapEff`` of ``status_path``)."""
+    """Grant what this process can pass on (:func:`current_capabilities` of ``status_path``)."""
     path = _str(status_path, "status path")
 
     def opt(s: Spec) -> None:
-        with_capabilities(_current_capabilities(path))(s)
+        with_capabilities(current_capabilities(path))(s)
 
     return opt
 
