@@ -315,7 +315,10 @@ def test_cached_config_and_attachments(client: cni.CNI) -> None:
 
 
 def test_status(client: cni.CNI, fake: FakeExec) -> None:
-    client.status(_net("1.0.0"))
+    with pytest.raises(cni.UnsupportedCommandError) as old:
+        client.status(_net("1.0.0"))
+    assert old.value.code == cni.ERR_INCOMPATIBLE_VERSION and old.value.network == "pk-net"
+    assert 'version "1.0.0" does not support the STATUS command' in str(old.value)
     assert fake.calls == []
     conf = _net("1.1.0")
     fake.on("b", "STATUS", error=cni.CNIError(50, "plugin not available"))
@@ -359,8 +362,81 @@ def test_gc_collects_errors_and_respects_disable(client: cni.CNI, fake: FakeExec
     assert [e.msg for e in info.value.errors] == ["gc a", "gc c"]  # b still ran
     assert ("b", "GC") in _cmds(fake)
     fake.calls.clear()
-    client.gc(_net("1.0.0"), [])  # no GC verb below 1.1.0
+    with pytest.raises(cni.UnsupportedCommandError, match="does not support the GC command"):
+        client.gc(_net("1.0.0"), [])  # no GC verb below 1.1.0
     assert fake.calls == []
+
+
+def test_gc_below_1_1_0_runs_nothing_not_even_stale_dels(client: cni.CNI,
+                                                         fake: FakeExec) -> None:
+    conf = _net("1.0.0")
+    client.add(conf, cni.RuntimeConf("c2", "/n2", "eth0"))
+    fake.calls.clear()
+    with pytest.raises(cni.UnsupportedCommandError):
+        client.gc(conf, None)
+    assert fake.calls == []
+    assert [a.container_id for a in client.cached_attachments()] == ["c2"]
+
+
+def test_status_and_gc_preflight_refuses_plugins_without_1_1_0(tmp_path: Path) -> None:
+    """Plugins older than CNI 1.1 do not know STATUS/GC: refused before anything runs."""
+    fake = FakeExec(versions=("0.3.1", "0.4.0", "1.0.0"))
+    client = cni.CNI(["/opt/cni/bin"], cache_dir=tmp_path, exec=fake)
+    for verb in (client.status, lambda c: client.gc(c, [])):
+        with pytest.raises(cni.IncompatibleVersionError) as info:
+            verb(_net("1.1.0"))
+        assert info.value.plugin == "a" and "nothing was run" in str(info.value)
+        assert 'config is "1.1.0"' in str(info.value)
+    assert _cmds(fake) == []
+
+
+def test_del_uses_the_cached_runtime_config(client: cni.CNI, fake: FakeExec) -> None:
+    """DEL without the ADD's capability/CNI args gets them from the cache (libcni's GC, CRI-O)."""
+    conf = _conf({"cniVersion": "1.0.0", "name": "pk-net", "plugins": [
+        {"type": "a"}, {"type": "pm", "capabilities": {"portMappings": True}}]})
+    pm = [{"containerPort": 80, "hostPort": 8080, "protocol": "tcp"}]
+    client.add(conf, cni.RuntimeConf("c1", "/n1", "eth0", (("K", "v"),),
+                                     {"portMappings": pm}))
+    fake.calls.clear()
+    client.delete(conf, cni.RuntimeConf("c1", "/n1", "eth0"))
+    dels = fake.calls_for("DEL")
+    assert [c.plugin for c in dels] == ["pm", "a"]
+    assert dels[0].config["runtimeConfig"] == {"portMappings": pm}
+    assert all(c.env["CNI_ARGS"] == "K=v" for c in dels)
+    assert client.cached_attachments() == []
+
+
+def test_del_cached_keys_win_and_caller_keys_fill_in(client: cni.CNI, fake: FakeExec) -> None:
+    conf = _conf({"cniVersion": "0.3.1", "name": "pk-net", "plugins": [
+        {"type": "a", "capabilities": {"portMappings": True, "mac": True}}]})
+    client.add(conf, cni.RuntimeConf("c1", "/n1", "eth0",
+                                     capability_args={"portMappings": [{"hostPort": 1}]}))
+    fake.calls.clear()
+    client.delete(conf, cni.RuntimeConf("c1", "/n1", "eth0", (("X", "y"),), {
+        "portMappings": [{"hostPort": 2}], "mac": "0e:00:00:00:00:01"}))
+    [dele] = fake.calls_for("DEL")
+    assert dele.config["runtimeConfig"] == {"portMappings": [{"hostPort": 1}],
+                                            "mac": "0e:00:00:00:00:01"}
+    assert dele.env["CNI_ARGS"] == "X=y"  # the ADD had none: the caller's are used
+    assert "prevResult" not in dele.config  # below 0.4.0
+
+
+def test_del_with_unconvertible_result_keeps_cached_runtime_config(
+        client: cni.CNI, fake: FakeExec, tmp_path: Path) -> None:
+    conf = _net("1.0.0", "a")
+    rt = cni.RuntimeConf("c1", "/n1", "eth0", capability_args={"k": 1})
+    client.add(conf, rt)
+    path = tmp_path / "results" / "pk-net-c1-eth0"
+    doc = json.loads(path.read_bytes())
+    doc["result"] = {"cniVersion": "9.9.9"}
+    path.write_text(json.dumps(doc))
+    fake.calls.clear()
+    conf2 = _conf({"cniVersion": "1.0.0", "name": "pk-net", "plugins": [
+        {"type": "a", "capabilities": {"k": True}}]})
+    client.delete(conf2, cni.RuntimeConf("c1", "/n1", "eth0"))
+    [dele] = fake.calls_for("DEL")
+    assert dele.config["runtimeConfig"] == {"k": 1} and "prevResult" not in dele.config
+    assert not path.exists()
 
 
 def test_cache_write_failure_rolls_back(fake: FakeExec, tmp_path: Path) -> None:

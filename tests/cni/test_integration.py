@@ -22,7 +22,7 @@ import pytest
 
 import _leaks
 from conftest import require, require_isolated
-from podkit import cni, netns
+from podkit import cli, cni, netns
 
 pytestmark = pytest.mark.integration
 
@@ -436,6 +436,112 @@ def test_status_and_gc_with_test_plugin(tmp_path: Path) -> None:
 def test_debian_plugins_answer_status_as_unsupported(client: cni.CNI) -> None:
     conf = cni.NetworkConfigList.from_bytes(
         b'{"cniVersion":"1.0.0","name":"pk-cni-s","plugins":[{"type":"loopback"}]}')
-    client.status(conf)  # 1.0.0 list: nothing to ask
+    with pytest.raises(cni.UnsupportedCommandError, match="does not support the STATUS"):
+        client.status(conf)  # 1.0.0 list: the verb does not exist
+    with pytest.raises(cni.UnsupportedCommandError, match="does not support the GC"):
+        client.gc(conf, [])
     info = client.plugin_versions("bridge")
     assert "1.0.0" in info.supported_versions and "1.1.0" not in info.supported_versions
+
+
+def test_status_and_gc_on_a_1_1_0_list_of_debian_plugins_are_refused(
+        client: cni.CNI, tmp_path: Path) -> None:
+    """The Debian 1.1.1 plugins predate STATUS/GC (they answer "missing containerID"):
+    the pre-flight refuses the list with the plugin's supported versions; nothing runs."""
+    data = tmp_path / "ipam"
+    conf = bridge_list("pk-cni-s110", data, PORTMAP, version="1.1.0", masq=False)
+    for verb in (client.status, lambda c: client.gc(c, [])):
+        with pytest.raises(cni.IncompatibleVersionError) as info:
+            verb(conf)
+        assert info.value.plugin == "bridge" and info.value.code == cni.ERR_INCOMPATIBLE_VERSION
+        assert 'config is "1.1.0"' in str(info.value) and "missing containerID" not in str(
+            info.value)
+    assert not link_exists(conf.plugins[0].to_dict()["bridge"])
+
+
+def nat_rules() -> list[str]:
+    out = subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True,
+                         check=True).stdout
+    return [line for line in out.splitlines() if not line.startswith(("#", "*", "COMMIT"))]
+
+
+def portmap_state(container_id: str) -> list[str]:
+    """The per-container portmap state: its CNI-DN-* chains and every rule naming it."""
+    rules = nat_rules()
+    chains = {line.split()[0][1:] for line in rules if line.startswith(":CNI-DN-")}
+    return [line for line in rules
+            if container_id in line or any(c in line for c in chains)]
+
+
+def test_del_without_cap_args_removes_portmap_rules(client: cni.CNI, pod_netns: Callable[[], str],
+                                                    tmp_path: Path) -> None:
+    data = tmp_path / "ipam"
+    conf = bridge_list("pk-cni-pmdel", data, PORTMAP, masq=False)
+    ns = pod_netns()
+    caps = cni.capability_args(port_mappings=[cni.PortMapping(18090, 80)])
+    client.add(conf, cni.RuntimeConf("pk-cni-pm1", ns, "eth0", capability_args=caps))
+    state = portmap_state("pk-cni-pm1")
+    assert any(line.startswith(":CNI-DN-") for line in state)
+    assert any("CNI-HOSTPORT-DNAT" in line and "18090" in line for line in state)
+    client.delete(conf, cni.RuntimeConf("pk-cni-pm1", ns, "eth0"))  # no capability args
+    assert portmap_state("pk-cni-pm1") == []
+    assert reservations(data, "pk-cni-pmdel") == [] and client.cached_attachments() == []
+
+
+def test_networks_remove_without_cap_args_removes_portmap_rules(
+        client: cni.CNI, pod_netns: Callable[[], str], tmp_path: Path) -> None:
+    data = tmp_path / "ipam"
+    pod = cni.Networks(client, [bridge_list("pk-cni-pmnet", data, PORTMAP, masq=False)],
+                       loopback=True)
+    ns = pod_netns()
+    caps = cni.capability_args(port_mappings=[cni.PortMapping(18091, 80)])
+    pod.setup("pk-cni-pm2", ns, args=cni.kubernetes_args("default", "p", "u", "pk-cni-pm2"),
+              capability_args=caps)
+    assert any("18091" in line for line in portmap_state("pk-cni-pm2"))
+    pod.remove("pk-cni-pm2", ns)  # as in docs/cni.md: no args, no capability args
+    assert portmap_state("pk-cni-pm2") == []
+    assert reservations(data, "pk-cni-pmnet") == [] and client.cached_attachments() == []
+
+
+def test_cli_del_without_cap_args_removes_portmap_rules(
+        pod_netns: Callable[[], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "ipam"
+    conf_dir = tmp_path / "net.d"
+    conf_dir.mkdir()
+    conf = bridge_list("pk-cni-pmcli", data, PORTMAP, masq=False)
+    (conf_dir / "10-pm.conflist").write_bytes(conf.raw)
+    monkeypatch.setenv("NETCONFPATH", str(conf_dir))
+    monkeypatch.setenv("CNI_PATH", CNI_BIN)
+    monkeypatch.delenv("CAP_ARGS", raising=False)
+    monkeypatch.delenv("CNI_ARGS", raising=False)
+    ns = pod_netns()
+    common = ["pk-cni-pmcli", "--netns", ns, "--id", "pk-cni-pm3",
+              "--cache-dir", str(tmp_path / "cache")]
+    caps = '{"portMappings":[{"hostPort":18092,"containerPort":80,"protocol":"tcp"}]}'
+    assert cli.main(["cni", "add", *common, "--cap-args", caps]) == 0
+    assert any("18092" in line for line in portmap_state("pk-cni-pm3"))
+    assert cli.main(["cni", "del", *common]) == 0
+    assert portmap_state("pk-cni-pm3") == []
+    assert reservations(data, "pk-cni-pmcli") == []
+    capsys.readouterr()
+
+
+def test_cli_status_and_gc_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    conf_dir = tmp_path / "net.d"
+    conf_dir.mkdir()
+    for version in ("1.0.0", "1.1.0"):
+        (conf_dir / f"{version}.conflist").write_text(json.dumps({
+            "cniVersion": version, "name": f"pk-cni-v{version.replace('.', '')}",
+            "plugins": [{"type": "loopback"}]}))
+    monkeypatch.setenv("NETCONFPATH", str(conf_dir))
+    monkeypatch.setenv("CNI_PATH", CNI_BIN)
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    for verb in ("status", "gc"):
+        assert cli.main(["cni", verb, "pk-cni-v100", *cache]) == 1
+        err = capsys.readouterr().err
+        assert f'version "1.0.0" does not support the {verb.upper()} command' in err
+        assert cli.main(["cni", verb, "pk-cni-v110", *cache]) == 1
+        err = capsys.readouterr().err
+        assert "incompatible CNI versions" in err and 'config is "1.1.0"' in err

@@ -144,3 +144,18 @@ def test_from_dir(client: cni.CNI, tmp_path: Path) -> None:
     assert [(a.config.name, a.ifname) for a in pod.attachments] == [("b", "eth0"), ("a", "eth1")]
     first = cni.Networks.from_dir(client, conf_dir, max_networks=1, loopback=True)
     assert [a.ifname for a in first.attachments] == ["lo", "eth0"]
+
+
+def test_remove_without_args_uses_what_setup_cached(client: cni.CNI, fake: FakeExec) -> None:
+    pm = cni.NetworkConfigList.from_bytes(json.dumps({
+        "cniVersion": "1.0.0", "name": "a", "plugins": [
+            {"type": "pa"}, {"type": "pm", "capabilities": {"portMappings": True}}]}).encode())
+    pod = cni.Networks(client, [pm], loopback=True)
+    caps = cni.capability_args(port_mappings=[cni.PortMapping(8080, 80)])
+    pod.setup("ctr", "/run/netns/p", args=(("IgnoreUnknown", "1"),), capability_args=caps)
+    fake.calls.clear()
+    pod.remove("ctr", "/run/netns/p")
+    dels = {c.plugin: c for c in fake.calls_for("DEL")}
+    assert dels["pm"].config["runtimeConfig"] == {"portMappings": [
+        {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}
+    assert dels["pa"].env["CNI_ARGS"] == dels["loopback"].env["CNI_ARGS"] == "IgnoreUnknown=1"

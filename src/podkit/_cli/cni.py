@@ -2,8 +2,9 @@
 
 Network configs come from ``NETCONFPATH`` (default ``/etc/cni/net.d``), plugins from
 ``CNI_PATH`` (default ``/opt/cni/bin:/usr/lib/cni``), as with cnitool; ``CNI_ARGS`` and
-``CAP_ARGS`` are honoured when the options are not given. The result cache is shared with
-cnitool/containerd (``/var/lib/cni`` unless ``--cache-dir``).
+``CAP_ARGS`` are honoured when the options are not given; ``del`` uses the ADD's cached ones.
+``status`` and ``gc`` need a 1.1.0 list whose plugins support it (exit 1 otherwise). The result
+cache is shared with cnitool/containerd (``/var/lib/cni`` unless ``--cache-dir``).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def register(subparsers: Any) -> None:
                            help="interface name in the container (default eth0)")
             p.add_argument("--args", help="CNI_ARGS as K=V;K2=V2 (default: $CNI_ARGS)")
             p.add_argument("--cap-args", help="capability args as a JSON object "
-                                              "(default: $CAP_ARGS)")
+                                              "(default: $CAP_ARGS; del: the ADD's, cached)")
         if name == "gc":
             p.add_argument("--valid", action="append", metavar="ID:IFNAME",
                            help="an attachment to keep (repeatable)")

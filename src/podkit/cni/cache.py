@@ -33,6 +33,7 @@ __all__ = [
     "CacheError",
     "CachedAttachment",
     "ResultCache",
+    "converted_result",
     "encode_entry",
 ]
 
@@ -67,6 +68,24 @@ class CachedAttachment:
         if self.result is None:
             return None
         return parse_result(self.result)
+
+
+def converted_result(entry: CachedAttachment, version: str) -> AnyResult | None:
+    """The entry's result converted to ``version`` (``None`` if it holds none).
+
+    Raises ``CacheError`` naming the file when the result cannot be parsed or converted.
+    """
+    if entry.result is None:
+        return None
+    try:
+        result = parse_result(entry.result)
+    except CNIError as e:
+        raise CacheError(f"decoding cached result: {e.msg}", entry.path) from None
+    try:
+        return result.to_version(version)
+    except CNIError as e:
+        raise CacheError(f'failed to convert cached result to config version "{version}": '
+                         f"{e.msg}", entry.path) from None
 
 
 def encode_entry(
@@ -262,17 +281,7 @@ class ResultCache:
                     version: str) -> AnyResult | None:
         """The cached result converted to ``version`` (``None`` if there is no entry)."""
         entry = self.read(network, container_id, ifname)
-        if entry is None or entry.result is None:
-            return None
-        try:
-            result = parse_result(entry.result)
-        except CNIError as e:
-            raise CacheError(f"decoding cached result: {e.msg}", entry.path) from None
-        try:
-            return result.to_version(version)
-        except CNIError as e:
-            raise CacheError(f'failed to convert cached result to config version "{version}": '
-                             f"{e.msg}", entry.path) from None
+        return None if entry is None else converted_result(entry, version)
 
     def remove(self, network: str, container_id: str, ifname: str) -> bool:
         """Delete the entry; ``False`` if there was none."""

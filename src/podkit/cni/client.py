@@ -1,11 +1,15 @@
 """``CNI``: the runtime-side client (libcni's ``CNIConfig``) with podkit's safety additions.
 
-Semantics follow libcni: ADD runs the chain in order and caches the final result; CHECK and DEL
-get the cached result as ``prevResult``; DEL runs in reverse and removes the cache entry; STATUS
-and GC exist only for 1.1.0 lists; GC first DELs stale cached attachments. On top of that:
+Semantics follow libcni: ADD runs the chain in order and caches the final result with its
+runtime config; CHECK and DEL get the cached result as ``prevResult``; DEL runs in reverse with
+the ADD's cached CNI args and capability args (as libcni's GC and CRI-O do) and removes the cache
+entry; GC first DELs stale cached attachments. On top of that:
 
-* version pre-flight: before ADD runs anything, every plugin's VERSION answer (cached by binary
-  path and mtime) must list the network's version, and every binary must exist;
+* verbs by version: CHECK needs a 0.4.0+ list, STATUS and GC a 1.1.0+ list; asking an older
+  list raises ``UnsupportedCommandError`` (libcni silently does nothing for STATUS/GC);
+* version pre-flight: before ADD, STATUS or GC runs anything, every plugin's VERSION answer
+  (cached by binary path and mtime) must list the network's version, and every binary must exist
+  (``IncompatibleVersionError`` otherwise);
 * rollback: when ADD fails at plugin k, DEL runs for plugins k..1 in reverse and the ADD error
   carries any rollback errors; nothing is cached;
 * the cache entry is written atomically, a corrupt one never blocks DEL, and operations on one
@@ -25,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from podkit.cni.cache import CachedAttachment, CacheError, ResultCache
+from podkit.cni.cache import CachedAttachment, CacheError, ResultCache, converted_result
 from podkit.cni.config import ConfigError, NetworkConfigList, PluginConfig
 from podkit.cni.invoke import (
     Exec,
@@ -52,18 +56,25 @@ from podkit.errors import AlreadyExistsError, InvalidArgumentError
 
 __all__ = [
     "CNI",
+    "VERB_SINCE",
     "AttachmentExistsError",
     "GCError",
+    "IncompatibleVersionError",
     "RuntimeConf",
+    "UnsupportedCommandError",
     "validate_container_id",
     "validate_ifname",
     "validate_network_name",
+    "with_cached_runtime",
 ]
 
 log = logging.getLogger("podkit.cni")
 
 _NAME_RE = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.\-]*\Z")
 DEFAULT_TIMEOUT = 60.0
+
+#: The first list version that has each verb (CNI spec: CHECK 0.4.0, STATUS and GC 1.1.0).
+VERB_SINCE = {"CHECK": "0.4.0", "STATUS": "1.1.0", "GC": "1.1.0"}
 
 
 def _pairs(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -118,6 +129,30 @@ class RuntimeConf:
 
 class AttachmentExistsError(CNIError, AlreadyExistsError):
     """ADD of an attachment that is already added (the spec forbids ADD twice without DEL)."""
+
+
+class UnsupportedCommandError(CNIError):
+    """A verb the list's ``cniVersion`` does not have (CHECK below 0.4.0, STATUS/GC below 1.1.0)."""
+
+
+class IncompatibleVersionError(CNIError):
+    """The pre-flight found a plugin that does not support the list's version; nothing ran."""
+
+
+def _require_verb(conf: NetworkConfigList, command: str) -> None:
+    """Raise ``UnsupportedCommandError`` unless ``conf``'s version has ``command``."""
+    since = VERB_SINCE[command]
+    if not version_at_least(conf.cni_version, since):
+        raise UnsupportedCommandError(
+            ERR_INCOMPATIBLE_VERSION, f'configuration version "{conf.cni_version}" does not '
+            f"support the {command} command", f"{command} needs cniVersion {since} or later",
+            network=conf.name, command=command)
+
+
+def with_cached_runtime(rt: RuntimeConf, entry: CachedAttachment) -> RuntimeConf:
+    """``rt`` with the ADD's cached CNI args and capability args (cached keys win)."""
+    caps = {**rt.capability_args, **entry.capability_args}
+    return attrs.evolve(rt, args=entry.cni_args or rt.args, capability_args=caps)
 
 
 class GCError(CNIError):
@@ -284,7 +319,7 @@ class CNI:
         for plugin, path in zip(conf.plugins, paths, strict=True):
             info = self._plugin_info(path, plugin.type, timeout)
             if not info.supports(conf.cni_version):
-                raise CNIError(
+                raise IncompatibleVersionError(
                     ERR_INCOMPATIBLE_VERSION, "incompatible CNI versions",
                     f'config is "{conf.cni_version}", plugin supports '
                     f'[{" ".join(info.supported_versions)}]; nothing was run',
@@ -377,9 +412,10 @@ class CNI:
               timeout: float | None = None) -> None:
         """Run CHECK through the chain with the cached result (0.4.0+, unless disableCheck)."""
         ctx = self._ctx(conf, "CHECK", rt)
-        if not version_at_least(conf.cni_version, "0.4.0"):
-            raise CNIError(ERR_INCOMPATIBLE_VERSION, f'configuration version '
-                           f'"{conf.cni_version}" does not support the CHECK command', **ctx)
+        try:
+            _require_verb(conf, "CHECK")
+        except CNIError as e:
+            raise e.with_context(**ctx) from None
         if conf.disable_check:
             return
         tmo = self._timeout(timeout)
@@ -404,8 +440,10 @@ class CNI:
                timeout: float | None = None) -> None:
         """Run DEL through the chain in reverse, then remove the cache entry.
 
-        A corrupt or unconvertible cache entry is logged, removed and DEL goes on without
-        ``prevResult``. The first plugin failure stops DEL and keeps the entry (retry later).
+        The ADD's cached CNI args and capability args are used (cached keys win over ``rt``'s),
+        so a DEL without them still removes e.g. portmap's rules. A corrupt or unconvertible
+        cache entry is logged, removed and DEL goes on without ``prevResult``. The first plugin
+        failure stops DEL and keeps the entry (retry later).
         """
         with self.cache.lock(conf.name, rt.container_id, rt.ifname):
             self._delete_locked(conf, rt, self._timeout(timeout))
@@ -413,16 +451,7 @@ class CNI:
     def _delete_locked(self, conf: NetworkConfigList, rt: RuntimeConf,
                        tmo: float | None) -> None:
         ctx = self._ctx(conf, "DEL", rt)
-        prev: AnyResult | None = None
-        if version_at_least(conf.cni_version, "0.4.0"):
-            try:
-                prev = self.cache.read_result(conf.name, rt.container_id, rt.ifname,
-                                              conf.cni_version)
-            except CacheError as e:
-                log.warning('network "%s" container "%s" ifname "%s": ignoring unusable '
-                            "cache entry %s: %s", conf.name, rt.container_id, rt.ifname,
-                            e.path, e.msg)
-                self.cache.remove(conf.name, rt.container_id, rt.ifname)
+        rt, prev = self._del_inputs(conf, rt)
         env = self._env("DEL", rt)
         for plugin in reversed(conf.plugins):
             path = self._find(plugin, ctx)
@@ -431,31 +460,70 @@ class CNI:
             self._run(plugin, path, stdin, env, tmo, ctx)
         self.cache.remove(conf.name, rt.container_id, rt.ifname)
 
+    def _del_inputs(self, conf: NetworkConfigList,
+                    rt: RuntimeConf) -> tuple[RuntimeConf, AnyResult | None]:
+        """The runtime config DEL runs with (cached args merged in) and its ``prevResult``."""
+        try:
+            entry = self.cache.read(conf.name, rt.container_id, rt.ifname)
+        except CacheError as e:
+            self._drop_unusable(conf, rt, e)
+            return rt, None
+        if entry is None:
+            return rt, None
+        rt = with_cached_runtime(rt, entry)
+        if not version_at_least(conf.cni_version, "0.4.0"):
+            return rt, None  # DEL sends no prevResult below 0.4.0
+        try:
+            return rt, converted_result(entry, conf.cni_version)
+        except CacheError as e:
+            self._drop_unusable(conf, rt, e)
+            return rt, None
+
+    def _drop_unusable(self, conf: NetworkConfigList, rt: RuntimeConf, e: CacheError) -> None:
+        log.warning('network "%s" container "%s" ifname "%s": ignoring unusable cache entry '
+                    "%s: %s", conf.name, rt.container_id, rt.ifname, e.path, e.msg)
+        self.cache.remove(conf.name, rt.container_id, rt.ifname)
+
+    def _verb_preflight(self, conf: NetworkConfigList, command: str,
+                        timeout: float | None) -> list[str]:
+        """STATUS/GC: the list's version must have the verb and every plugin must support it.
+
+        Returns the plugin paths. Plugins older than CNI 1.1 do not know STATUS/GC and answer
+        e.g. ``missing containerID``; they are refused here before anything runs.
+        """
+        ctx = self._ctx(conf, command, None)
+        _require_verb(conf, command)
+        paths = [self._find(p, ctx) for p in conf.plugins]
+        if self.preflight:
+            self._preflight(conf, paths, self._timeout(timeout), ctx)
+        return paths
+
     def status(self, conf: NetworkConfigList, *, timeout: float | None = None) -> None:
-        """Run STATUS on every plugin (1.1.0 lists; older lists: success without exec).
+        """Run STATUS on every plugin of a 1.1.0+ list (``UnsupportedCommandError`` below).
 
         The first error is raised with its code (50: not available, 51: limited).
         """
-        if not version_at_least(conf.cni_version, "1.1.0"):
-            return
+        paths = self._verb_preflight(conf, "STATUS", timeout)
         ctx = self._ctx(conf, "STATUS", None)
         env = self._env("STATUS", None)
-        for plugin in conf.plugins:
-            path = self._find(plugin, ctx)
+        for plugin, path in zip(conf.plugins, paths, strict=True):
             stdin = build_status_request(plugin, conf.name, conf.cni_version)
             self._run(plugin, path, stdin, env, self._timeout(timeout), ctx)
 
     def gc(self, conf: NetworkConfigList,
            valid_attachments: Iterable[tuple[str, str]] | None,
            *, timeout: float | None = None) -> None:
-        """Garbage-collect ``conf``: DEL cached attachments not in ``valid_attachments``
-        (``(container_id, ifname)`` pairs), then send GC to every plugin (1.1.0 lists).
+        """Garbage-collect a 1.1.0+ list: DEL cached attachments not in ``valid_attachments``
+        (``(container_id, ifname)`` pairs), then send GC to every plugin.
 
-        ``disableGC`` makes this a no-op; ``None`` means "nothing is valid". Errors are
-        collected and raised together as ``GCError``.
+        Older lists raise ``UnsupportedCommandError`` (nothing runs); ``disableGC`` makes this a
+        no-op; ``None`` means "nothing is valid". Errors are collected and raised together as
+        ``GCError``.
         """
         if conf.disable_gc:
+            _require_verb(conf, "GC")
             return
+        self._verb_preflight(conf, "GC", timeout)
         valid = None if valid_attachments is None else [
             (str(c), str(i)) for c, i in valid_attachments]
         with self.cache.network_lock(conf.name):  # the spec: GC is exclusive with ADD/DEL
@@ -474,16 +542,15 @@ class CNI:
                 self._delete_locked(conf, rt, self._timeout(timeout))
             except CNIError as e:
                 errors.append(e)
-        if version_at_least(conf.cni_version, "1.1.0"):
-            ctx = self._ctx(conf, "GC", None)
-            env = self._env("GC", None)
-            for plugin in conf.plugins:
-                try:
-                    path = self._find(plugin, ctx)
-                    stdin = build_gc_request(plugin, conf.name, conf.cni_version, valid)
-                    self._run(plugin, path, stdin, env, self._timeout(timeout), ctx)
-                except CNIError as e:
-                    errors.append(e)
+        ctx = self._ctx(conf, "GC", None)
+        env = self._env("GC", None)
+        for plugin in conf.plugins:
+            try:
+                path = self._find(plugin, ctx)
+                stdin = build_gc_request(plugin, conf.name, conf.cni_version, valid)
+                self._run(plugin, path, stdin, env, self._timeout(timeout), ctx)
+            except CNIError as e:
+                errors.append(e)
         if errors:
             raise GCError(conf.name, errors)
 

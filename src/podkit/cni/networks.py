@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from podkit.cni.client import CNI, RuntimeConf
+from podkit.cni.client import CNI, VERB_SINCE, RuntimeConf
 from podkit.cni.config import NetworkConfigList, NoConfigsFoundError, load_networks
 from podkit.cni.types import DNS, AnyResult, CNIError, Route, version_at_least
 from podkit.errors import InvalidArgumentError, PodkitError
@@ -205,7 +205,10 @@ class Networks:
     def remove(self, container_id: str, netns_path: str, *,
                args: Sequence[tuple[str, str]] = (),
                capability_args: Mapping[str, Any] | None = None) -> None:
-        """Detach every network in reverse order; every one is tried, errors raised together."""
+        """Detach every network in reverse order; every one is tried, errors raised together.
+
+        ``args``/``capability_args`` may be left out: DEL uses the ones cached by ``setup``.
+        """
         caps = capability_args or {}
         errors: dict[str, BaseException] = {}
         for att in reversed(self.attachments):
@@ -226,14 +229,18 @@ class Networks:
         """
         caps = capability_args or {}
         for att in self.attachments:
-            if not version_at_least(att.config.cni_version, "0.4.0"):
+            if not version_at_least(att.config.cni_version, VERB_SINCE["CHECK"]):
                 continue
             self.client.check(att.config, self._rt(att, container_id, netns_path, args, caps))
 
     def status(self) -> None:
-        """STATUS of every network (no-op for lists older than 1.1.0)."""
+        """STATUS of every network; the first error is raised.
+
+        Networks whose version predates STATUS (< 1.1.0, e.g. the loopback network) are skipped.
+        """
         for att in self.attachments:
-            self.client.status(att.config)
+            if version_at_least(att.config.cni_version, VERB_SINCE["STATUS"]):
+                self.client.status(att.config)
 
 
 def _each(fn: Callable[[Attachment], AnyResult], atts: Sequence[Attachment],
