@@ -24,7 +24,7 @@ from podkit.oci.spec import (
     Spec,
     User,
 )
-from podkit.oci.validate import CAPABILITIES
+from podkit.oci.values import CAPABILITIES
 
 __all__ = [
     "DEFAULT_MASKED_PATHS",

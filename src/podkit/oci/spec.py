@@ -14,7 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from podkit.oci import codec
 from podkit.oci._fields import extra, model, opt, req
+from podkit.oci.validate import enum_problems
 
 __all__ = [
     "VERSION",
@@ -534,59 +536,42 @@ class Spec:
         capability, ...) is an error too; ``strict=False`` keeps it, so documents from newer
         spec versions round-trip losslessly (``oci.validate`` reports such values).
         """
-        from podkit.oci.codec import structure
-
-        return _known_values(structure(data, cls), strict, None)
+        return _known_values(codec.structure(data, cls), strict, None)
 
     @classmethod
     def from_json(cls, text: str | bytes, *, strict: bool = True) -> Spec:
         """Parse ``config.json`` text (``strict`` as in ``from_dict``)."""
-        from podkit.oci.codec import loads
-
-        return _known_values(loads(text, cls), strict, None)
+        return _known_values(codec.loads(text, cls), strict, None)
 
     @classmethod
     def load(cls, path: str | Path, *, strict: bool = True) -> Spec:
         """Read and parse a ``config.json`` file (``strict`` as in ``from_dict``)."""
-        from podkit.oci.codec import load
-
-        return _known_values(load(path, cls), strict, str(path))
+        return _known_values(codec.load(path, cls), strict, str(path))
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain dicts/lists (camelCase keys, absent fields left out)."""
-        from podkit.oci.codec import unstructure
-
-        return unstructure(self)
+        return codec.unstructure(self)
 
     def to_json(self, *, indent: int | None = None) -> str:
         """Serialise to JSON text."""
-        from podkit.oci.codec import dumps
-
-        return dumps(self, indent=indent)
+        return codec.dumps(self, indent=indent)
 
     def dump(self, path: str | Path, *, mode: int = 0o644) -> None:
         """Write ``config.json`` atomically."""
-        from podkit.oci.codec import dump
-
-        dump(self, path, mode=mode)
+        codec.dump(self, path, mode=mode)
 
     def copy(self) -> Spec:
         """A deep copy, for building variants without touching the original."""
-        from podkit.oci.codec import deep_copy
-
-        return deep_copy(self)
+        return codec.deep_copy(self)
 
 
 def _known_values(spec: Spec, strict: bool, source: str | None) -> Spec:
     """Raise ``SpecError`` for the first unknown enum value when ``strict``."""
     if strict:
-        from podkit.oci.codec import SpecError
-        from podkit.oci.validate import enum_problems
-
         problems = enum_problems(spec)
         if problems:
             more = "".join(f"; {p}" for p in problems[1:])
-            raise SpecError(problems[0].path, problems[0].message + more, source)
+            raise codec.SpecError(problems[0].path, problems[0].message + more, source)
     return spec
 
 
@@ -605,28 +590,20 @@ class State:
     @classmethod
     def from_dict(cls, data: Any) -> State:
         """Build from decoded JSON; raise ``SpecError`` on bad input."""
-        from podkit.oci.codec import structure
-
-        return structure(data, cls)
+        return codec.structure(data, cls)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> State:
         """Parse state JSON text."""
-        from podkit.oci.codec import loads
-
-        return loads(text, cls)
+        return codec.loads(text, cls)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain dicts/lists."""
-        from podkit.oci.codec import unstructure
-
-        return unstructure(self)
+        return codec.unstructure(self)
 
     def to_json(self, *, indent: int | None = None) -> str:
         """Serialise to JSON text."""
-        from podkit.oci.codec import dumps
-
-        return dumps(self, indent=indent)
+        return codec.dumps(self, indent=indent)
 
 
 @model

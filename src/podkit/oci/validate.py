@@ -1,4 +1,4 @@
-"""Validation of OCI documents: schema rules, semantic rules, version and runtime-feature checks.
+"""Validation of OCI documents against the schema and the rules of the spec text.
 
 ``validate(spec)`` covers what the official JSON schema (draft-04, runtime-spec 1.3) checks for a
 Linux ``config.json`` (types, integer ranges, REQUIRED keys, enums, patterns, minimums) plus the
@@ -8,7 +8,9 @@ it returns a list of ``Problem`` (JSON path + message), empty when the spec is v
 
 The loader (``Spec.from_json`` & co.) rejects wrong JSON types, out-of-range integers and (unless
 ``strict=False``, which keeps documents from newer spec versions lossless) unknown enum values,
-using ``enum_problems`` from here. Everything here is a pure function of its arguments.
+using ``enum_problems`` from here. Everything here is a pure function of its arguments. The value
+tables live in ``values``, version computation in ``versions`` and runtime-feature checks in
+``support``; their names stay importable from here.
 """
 
 from __future__ import annotations
@@ -17,20 +19,51 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from podkit.oci._fields import INT_RANGES
 from podkit.oci.codec import SpecError, key_path, wire_fields
-from podkit.oci.features import Features
-from podkit.oci.spec import (
-    Hook,
-    LinuxSeccomp,
-    Mount,
-    Spec,
-    State,
+from podkit.oci.problem import Problem
+from podkit.oci.support import unknown_keys, unsupported_fields
+from podkit.oci.values import (
+    _CAP_RE,
+    _CAP_SETS,
+    _CPU_LIST_RE,
+    _DEVICE_TYPE_RE,
+    _FREEBSD_SHARING,
+    _HOOK_KINDS,
+    _IOPRIO_CLASSES,
+    _MEM_BW_RE,
+    _MPOL_FLAGS,
+    _MPOL_MODES,
+    _OTHER_PLATFORMS,
+    _PAGE_SIZE_RE,
+    _PERSONALITY_DOMAINS,
+    _PROPAGATIONS,
+    _RLIMIT_RE,
+    _SCHED_FLAGS,
+    _SCHED_POLICIES,
+    _SECCOMP_ACTIONS,
+    _SECCOMP_ARCHES,
+    _SECCOMP_FLAGS,
+    _SECCOMP_OPS,
+    _SEMVER,
+    _STATUSES,
+    _TIME_CLOCKS,
+    CAPABILITIES,
+    MOUNT_OPTIONS,
+    NAMESPACE_TYPES,
+    RLIMITS,
+    SPEC_VERSIONS,
+    _at_least,
 )
+from podkit.oci.versions import minimum_version, version_uses
+
+if TYPE_CHECKING:
+    from podkit.oci.features import Features
+    from podkit.oci.spec import Hook, LinuxSeccomp, Mount, Spec, State
 
 __all__ = [
     "CAPABILITIES",
@@ -40,6 +73,7 @@ __all__ = [
     "SPEC_VERSIONS",
     "Problem",
     "check",
+    "enum_problems",
     "minimum_version",
     "unknown_keys",
     "unsupported_fields",
@@ -48,151 +82,6 @@ __all__ = [
     "validate_state",
     "version_uses",
 ]
-
-
-@attrs.frozen
-class Problem:
-    """One thing wrong with a document: where (a JSON path such as ``$.linux.namespaces[2].type``)
-    and what."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-# --- known values (runtime-spec 1.3 schema and text, Linux uapi) ----------------------------
-
-SPEC_VERSIONS = ("1.0.0", "1.0.1", "1.0.2", "1.1.0", "1.2.0", "1.2.1", "1.3.0")
-"""Released runtime-spec versions, oldest first."""
-
-NAMESPACE_TYPES = frozenset({"pid", "network", "mount", "ipc", "uts", "user", "cgroup", "time"})
-"""``linux.namespaces[].type`` values."""
-
-CAPABILITIES = (
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID",
-    "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE",
-    "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK",
-    "CAP_IPC_OWNER", "CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE",
-    "CAP_SYS_PACCT", "CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE",
-    "CAP_SYS_TIME", "CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE",
-    "CAP_AUDIT_CONTROL", "CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG",
-    "CAP_WAKE_ALARM", "CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF",
-    "CAP_CHECKPOINT_RESTORE",
-)  # fmt: skip
-"""Every Linux capability, in kernel number order (0..40)."""
-
-RLIMITS = frozenset({
-    "RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZE", "RLIMIT_LOCKS",
-    "RLIMIT_MEMLOCK", "RLIMIT_MSGQUEUE", "RLIMIT_NICE", "RLIMIT_NOFILE", "RLIMIT_NPROC",
-    "RLIMIT_RSS", "RLIMIT_RTPRIO", "RLIMIT_RTTIME", "RLIMIT_SIGPENDING", "RLIMIT_STACK",
-})  # fmt: skip
-"""Linux resource limit names accepted in ``process.rlimits[].type``."""
-
-MOUNT_OPTIONS = frozenset({
-    "acl", "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "idmap",
-    "iversion", "lazytime", "loud", "mand", "noacl", "noatime", "nodev", "nodiratime", "noexec",
-    "noiversion", "nolazytime", "nomand", "norelatime", "nostrictatime", "nosuid", "nosymfollow",
-    "private", "ratime", "rbind", "rdev", "rdiratime", "relatime", "remount", "rexec", "ridmap",
-    "rnoatime", "rnodev", "rnodiratime", "rnoexec", "rnorelatime", "rnostrictatime", "rnosuid",
-    "rnosymfollow", "ro", "rprivate", "rrelatime", "rro", "rrw", "rshared", "rslave",
-    "rstrictatime", "rsuid", "rsymfollow", "runbindable", "rw", "shared", "silent", "slave",
-    "strictatime", "suid", "symfollow", "sync", "tmpcopyup", "unbindable",
-})  # fmt: skip
-"""Generic (not filesystem-specific) mount options the spec defines; others are fs data."""
-
-_SECCOMP_ACTIONS = frozenset({
-    "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_TRAP",
-    "SCMP_ACT_ERRNO", "SCMP_ACT_TRACE", "SCMP_ACT_ALLOW", "SCMP_ACT_LOG", "SCMP_ACT_NOTIFY",
-})  # fmt: skip
-_SECCOMP_ARCHES = frozenset({
-    "SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_ARM", "SCMP_ARCH_AARCH64",
-    "SCMP_ARCH_LOONGARCH64", "SCMP_ARCH_M68K", "SCMP_ARCH_MIPS", "SCMP_ARCH_MIPS64",
-    "SCMP_ARCH_MIPS64N32", "SCMP_ARCH_MIPSEL", "SCMP_ARCH_MIPSEL64", "SCMP_ARCH_MIPSEL64N32",
-    "SCMP_ARCH_PPC", "SCMP_ARCH_PPC64", "SCMP_ARCH_PPC64LE", "SCMP_ARCH_S390", "SCMP_ARCH_S390X",
-    "SCMP_ARCH_SH", "SCMP_ARCH_SHEB", "SCMP_ARCH_PARISC", "SCMP_ARCH_PARISC64",
-    "SCMP_ARCH_RISCV64",
-})  # fmt: skip
-_SECCOMP_FLAGS = frozenset({
-    "SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW",
-    "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV",
-})  # fmt: skip
-_SECCOMP_OPS = frozenset({
-    "SCMP_CMP_NE", "SCMP_CMP_LT", "SCMP_CMP_LE", "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT",
-    "SCMP_CMP_MASKED_EQ",
-})  # fmt: skip
-_SCHED_POLICIES = frozenset({
-    "SCHED_OTHER", "SCHED_FIFO", "SCHED_RR", "SCHED_BATCH", "SCHED_ISO", "SCHED_IDLE",
-    "SCHED_DEADLINE",
-})  # fmt: skip
-_SCHED_FLAGS = frozenset({
-    "SCHED_FLAG_RESET_ON_FORK", "SCHED_FLAG_RECLAIM", "SCHED_FLAG_DL_OVERRUN",
-    "SCHED_FLAG_KEEP_POLICY", "SCHED_FLAG_KEEP_PARAMS", "SCHED_FLAG_UTIL_CLAMP_MIN",
-    "SCHED_FLAG_UTIL_CLAMP_MAX",
-})  # fmt: skip
-_IOPRIO_CLASSES = frozenset({"IOPRIO_CLASS_RT", "IOPRIO_CLASS_BE", "IOPRIO_CLASS_IDLE"})
-_MPOL_MODES = frozenset({
-    "MPOL_DEFAULT", "MPOL_BIND", "MPOL_INTERLEAVE", "MPOL_WEIGHTED_INTERLEAVE", "MPOL_PREFERRED",
-    "MPOL_PREFERRED_MANY", "MPOL_LOCAL",
-})  # fmt: skip
-_MPOL_FLAGS = frozenset({"MPOL_F_NUMA_BALANCING", "MPOL_F_RELATIVE_NODES", "MPOL_F_STATIC_NODES"})
-_PROPAGATIONS = frozenset({"private", "shared", "slave", "unbindable"})
-_PERSONALITY_DOMAINS = frozenset({"LINUX", "LINUX32"})
-_TIME_CLOCKS = frozenset({"boottime", "monotonic"})
-_STATUSES = frozenset({"creating", "created", "running", "stopped"})
-_HOOK_KINDS = (
-    ("prestart", "prestart"),
-    ("create_runtime", "createRuntime"),
-    ("create_container", "createContainer"),
-    ("start_container", "startContainer"),
-    ("poststart", "poststart"),
-    ("poststop", "poststop"),
-)
-_CAP_SETS = ("bounding", "effective", "inheritable", "permitted", "ambient")
-# Platforms other than Linux whose objects podkit keeps verbatim (in ``Spec.extra``).
-_OTHER_PLATFORMS = ("windows", "solaris", "zos", "freebsd")
-_FREEBSD_SHARING = {
-    "host": ("new", "inherit"),
-    "vnet": ("new", "inherit"),
-    "ip4": ("disable", "new", "inherit"),
-    "ip6": ("disable", "new", "inherit"),
-    "sysvmsg": ("disable", "new", "inherit"),
-    "sysvsem": ("disable", "new", "inherit"),
-    "sysvshm": ("disable", "new", "inherit"),
-}
-
-_SEMVER = re.compile(
-    r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-    r"(?:-((?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*)"
-    r"(?:\.(?:0|[1-9][0-9]*|[0-9]*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?\Z"
-)
-_RLIMIT_RE = re.compile(r"RLIMIT_[A-Z]+\Z")
-_CAP_RE = re.compile(r"CAP_[A-Z_]+\Z")
-_PAGE_SIZE_RE = re.compile(r"[1-9][0-9]*[KMG]B\Z")
-_CPU_LIST_RE = re.compile(r"[0-9, -]*\Z")
-_MEM_BW_RE = re.compile(r"MB:[^\n]*\Z")
-_DEVICE_TYPE_RE = re.compile(r"[cbup]\Z")
-
-
-# --- versions --------------------------------------------------------------------------------
-
-
-def _semver(version: str) -> tuple[tuple[int, int, int], bool] | None:
-    """(major, minor, patch), is_release; None when ``version`` is not SemVer 2.0."""
-    m = _SEMVER.match(version)
-    if m is None:
-        return None
-    return (int(m[1]), int(m[2]), int(m[3])), m[4] is None
-
-
-def _at_least(version: str, minimum: str) -> bool:
-    """``version >= minimum`` by SemVer precedence (pre-releases sort before their release)."""
-    v, w = _semver(version), _semver(minimum)
-    if v is None or w is None:
-        return False
-    return (v[0], v[1]) >= (w[0], w[1])
 
 
 # --- the structural walk (types, ranges, REQUIRED keys, nulls) ---------------------------------
@@ -689,335 +578,3 @@ def validate_features(features: Features) -> list[Problem]:
         problems.extend(_enums(sc.supported_flags, _SECCOMP_FLAGS, f"{p}.supportedFlags",
                                "seccomp flag"))
     return problems
-
-
-# --- minimum version ---------------------------------------------------------------------------
-
-
-@attrs.frozen
-class _Use:
-    version: str
-    path: str
-    what: str
-    topic: str | None = None  # which features.json entry decides support, if any
-
-
-_SECCOMP_ACTION_VERSIONS = {
-    "SCMP_ACT_LOG": "1.0.2",
-    "SCMP_ACT_KILL_PROCESS": "1.1.0",
-    "SCMP_ACT_KILL_THREAD": "1.1.0",
-    "SCMP_ACT_NOTIFY": "1.1.0",
-}
-_SECCOMP_FLAG_VERSIONS = {
-    "SECCOMP_FILTER_FLAG_TSYNC": "1.0.2",
-    "SECCOMP_FILTER_FLAG_LOG": "1.1.0",
-    "SECCOMP_FILTER_FLAG_SPEC_ALLOW": "1.1.0",
-    "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV": "1.1.0",
-}
-_SECCOMP_ARCH_VERSIONS = {
-    "SCMP_ARCH_RISCV64": "1.1.0",
-    "SCMP_ARCH_LOONGARCH64": "1.2.1",
-    "SCMP_ARCH_M68K": "1.2.1",
-    "SCMP_ARCH_SH": "1.2.1",
-    "SCMP_ARCH_SHEB": "1.2.1",
-}
-
-
-def _set(obj: Any, attr: str) -> bool:
-    return obj is not None and getattr(obj, attr) is not None
-
-
-def _uses(spec: Spec) -> Iterator[_Use]:
-    if spec.domainname is not None:
-        yield _Use("1.1.0", "$.domainname", "domainname")
-    if spec.hooks is not None:
-        for attr, wire in _HOOK_KINDS[1:4]:
-            if getattr(spec.hooks, attr) is not None:
-                yield _Use("1.0.2", f"$.hooks.{wire}", f"{wire} hooks", "hook")
-    proc = spec.process
-    if proc is not None:
-        if _set(proc.user, "umask"):
-            yield _Use("1.0.2", "$.process.user.umask", "process.user.umask")
-        if proc.scheduler is not None:
-            yield _Use("1.1.0", "$.process.scheduler", "process.scheduler")
-        if proc.io_priority is not None:
-            yield _Use("1.1.0", "$.process.ioPriority", "process.ioPriority")
-        if proc.exec_cpu_affinity is not None:
-            yield _Use("1.2.1", "$.process.execCPUAffinity", "process.execCPUAffinity")
-    for i, m in enumerate(spec.mounts or ()):
-        p = f"$.mounts[{i}]"
-        if m.uid_mappings is not None or m.gid_mappings is not None:
-            yield _Use("1.1.0", p, "idmapped mounts (uidMappings/gidMappings)", "idmap")
-        for opt in ("idmap", "ridmap"):
-            if opt in (m.options or ()):
-                yield _Use("1.2.0", f"{p}.options", f"mount option {opt!r}", "mount.option")
-        if not m.destination.startswith("/"):
-            yield _Use("1.2.0", f"{p}.destination", "a relative mount destination")
-    lx = spec.linux
-    if lx is None:
-        return
-    for i, ns in enumerate(lx.namespaces or ()):
-        if ns.type == "time":
-            yield _Use("1.1.0", f"$.linux.namespaces[{i}]", "the time namespace", "namespace")
-    if lx.time_offsets is not None:
-        yield _Use("1.1.0", "$.linux.timeOffsets", "linux.timeOffsets", "namespace")
-    if lx.personality is not None:
-        yield _Use("1.0.2", "$.linux.personality", "linux.personality")
-    if lx.net_devices is not None:
-        yield _Use("1.3.0", "$.linux.netDevices", "linux.netDevices", "netDevices")
-    if lx.memory_policy is not None:
-        yield _Use("1.3.0", "$.linux.memoryPolicy", "linux.memoryPolicy", "memoryPolicy")
-    rdt = lx.intel_rdt
-    if rdt is not None:
-        for attr, wire, version, topic in (
-            ("clos_id", "closID", "1.0.2", None),
-            ("mem_bw_schema", "memBwSchema", "1.0.2", None),
-            ("enable_cmt", "enableCMT", "1.1.0", None),
-            ("enable_mbm", "enableMBM", "1.1.0", None),
-            ("schemata", "schemata", "1.3.0", "intelRdt.schemata"),
-            ("enable_monitoring", "enableMonitoring", "1.3.0", "intelRdt.monitoring"),
-        ):
-            if getattr(rdt, attr) is not None:
-                yield _Use(version, f"$.linux.intelRdt.{wire}", f"intelRdt.{wire}", topic)
-        if rdt.clos_id == "/":
-            yield _Use("1.3.0", "$.linux.intelRdt.closID", 'closID "/" (default CLOS)')
-    yield from _resource_uses(spec)
-    yield from _seccomp_uses(lx.seccomp)
-
-
-def _resource_uses(spec: Spec) -> Iterator[_Use]:
-    res = spec.linux.resources if spec.linux else None
-    if res is None:
-        return
-    p = "$.linux.resources"
-    if res.rdma is not None:
-        yield _Use("1.0.2", f"{p}.rdma", "resources.rdma", "rdma")
-    if res.unified is not None:
-        yield _Use("1.1.0", f"{p}.unified", "resources.unified (cgroup v2)", "unified")
-    mem = res.memory
-    if _set(mem, "use_hierarchy"):
-        yield _Use("1.0.2", f"{p}.memory.useHierarchy", "memory.useHierarchy")
-    if _set(mem, "check_before_update"):
-        yield _Use("1.1.0", f"{p}.memory.checkBeforeUpdate", "memory.checkBeforeUpdate")
-    if _set(res.cpu, "burst"):
-        yield _Use("1.1.0", f"{p}.cpu.burst", "cpu.burst")
-    if _set(res.cpu, "idle"):
-        yield _Use("1.1.0", f"{p}.cpu.idle", "cpu.idle")
-    if res.pids is not None and res.pids.limit is None:
-        yield _Use("1.3.0", f"{p}.pids", "pids without 'limit'")
-
-
-def _seccomp_uses(sc: LinuxSeccomp | None) -> Iterator[_Use]:
-    if sc is None:
-        return
-    p = "$.linux.seccomp"
-    if sc.default_errno_ret is not None:
-        yield _Use("1.1.0", f"{p}.defaultErrnoRet", "seccomp.defaultErrnoRet")
-    # The notify listener comes with SCMP_ACT_NOTIFY: a runtime listing that action supports it.
-    listener = (("listener_path", "listenerPath"), ("listener_metadata", "listenerMetadata"))
-    for attr, wire in listener:
-        if getattr(sc, attr) is not None:
-            yield _Use("1.1.0", f"{p}.{wire}", f"seccomp.{wire}", "seccomp.action")
-    if sc.flags is not None:
-        yield _Use("1.0.2", f"{p}.flags", "seccomp.flags")
-    for i, flag in enumerate(sc.flags or ()):
-        if flag in _SECCOMP_FLAG_VERSIONS:
-            yield _Use(_SECCOMP_FLAG_VERSIONS[flag], f"{p}.flags[{i}]", flag, "seccomp.flag")
-    for i, arch in enumerate(sc.architectures or ()):
-        if arch in _SECCOMP_ARCH_VERSIONS:
-            yield _Use(_SECCOMP_ARCH_VERSIONS[arch], f"{p}.architectures[{i}]", arch,
-                       "seccomp.arch")
-    actions = [(f"{p}.defaultAction", sc.default_action)]
-    for i, sys in enumerate(sc.syscalls or ()):
-        actions.append((f"{p}.syscalls[{i}].action", sys.action))
-        if sys.errno_ret is not None:
-            yield _Use("1.1.0", f"{p}.syscalls[{i}].errnoRet", "seccomp errnoRet")
-    for path, action in actions:
-        if action in _SECCOMP_ACTION_VERSIONS:
-            yield _Use(_SECCOMP_ACTION_VERSIONS[action], path, action, "seccomp.action")
-
-
-def version_uses(spec: Spec) -> list[tuple[str, str, str]]:
-    """Each use of a post-1.0.0 feature in ``spec``: (first runtime-spec version, path, what)."""
-    return [(u.version, u.path, u.what) for u in _uses(spec)]
-
-
-def minimum_version(spec: Spec) -> str:
-    """The lowest runtime-spec release whose fields and values ``spec`` uses (``"1.0.0"`` at least).
-
-    From the release table in runtime-spec's ChangeLog (e.g. ``domainname`` -> 1.1.0,
-    ``process.execCPUAffinity`` -> 1.2.1, ``linux.memoryPolicy`` -> 1.3.0).
-    """
-    best = "1.0.0"
-    for use in _uses(spec):
-        if _core(use.version) > _core(best):
-            best = use.version
-    return best
-
-
-# --- runtime features --------------------------------------------------------------------------
-
-
-def _core(version: str) -> tuple[int, int, int]:
-    parsed = _semver(version)
-    return parsed[0] if parsed else (0, 0, 0)
-
-
-def _topic_known(topic: str | None, f: Features) -> bool:
-    """Whether ``features`` says something about ``topic`` (then it decides, not the version)."""
-    lx = f.linux
-    sc = lx.seccomp if lx else None
-    cg = lx.cgroup if lx else None
-    known: dict[str | None, object] = {
-        "hook": f.hooks,
-        "mount.option": f.mount_options,
-        "namespace": lx.namespaces if lx else None,
-        "seccomp.action": sc.actions if sc else None,
-        "seccomp.arch": sc.archs if sc else None,
-        "seccomp.flag": (sc.supported_flags if sc.supported_flags is not None else sc.known_flags)
-        if sc else None,
-        "memoryPolicy": lx.memory_policy if lx else None,
-        "netDevices": lx.net_devices.enabled if lx and lx.net_devices else None,
-        "intelRdt.schemata": lx.intel_rdt.schemata if lx and lx.intel_rdt else None,
-        "intelRdt.monitoring": lx.intel_rdt.monitoring if lx and lx.intel_rdt else None,
-        "idmap": lx.mount_extensions.idmap.enabled
-        if lx and lx.mount_extensions and lx.mount_extensions.idmap else None,
-        "unified": cg.v2 if cg else None,
-        "rdma": cg.rdma if cg else None,
-    }
-    return known.get(topic) is not None
-
-
-def _not_in(values: list[str] | None, supported: list[str] | None, path: str,
-            what: str) -> Iterator[Problem]:
-    if supported is None:
-        return
-    for i, v in enumerate(values or ()):
-        if v not in supported:
-            yield Problem(f"{path}[{i}]", f"{what} {v!r} is not supported by the runtime")
-
-
-def _not_one_of(value: str, supported: list[str] | None, path: str, what: str) -> Iterator[Problem]:
-    if supported is not None and value not in supported:
-        yield Problem(path, f"{what} {value!r} is not supported by the runtime")
-
-
-def _disabled(flag: bool | None, used: bool, path: str, what: str) -> Iterator[Problem]:
-    if used and flag is False:
-        yield Problem(path, f"{what} is not supported by the runtime (features: disabled)")
-
-
-def unknown_keys(obj: Any, path: str = "$", why: str = "ignored by runtimes") -> list[Problem]:
-    """Keys of the model object ``obj`` (not its children) that its model does not know.
-
-    An explicit null of a known key is not one (``validate`` reports it). Runtimes ignore
-    unknown keys silently, so a caller usually wants to hear of them.
-    """
-    known = {f.wire for f in wire_fields(type(obj))}
-    return [
-        Problem(key_path(path, key), f"unknown key, {why}")
-        for key, value in sorted(obj.extra.items())
-        if not (key in known and value is None)
-    ]
-
-
-def unsupported_fields(spec: Spec, features: Features) -> list[Problem]:
-    """What in ``spec`` the runtime that reported ``features`` (``runc features``) cannot honour.
-
-    Checks namespaces, capabilities, hooks, generic mount options, seccomp actions/arches/flags/
-    operators, AppArmor/SELinux, Intel RDT, memory policy, net devices, idmapped mounts, cgroup v2
-    ``unified`` and rdma against the features lists; a feature the document does not describe is
-    judged by version instead: anything newer than ``ociVersionMax`` (compared on major.minor.patch,
-    so ``1.0.2-dev`` covers 1.0.2) is reported, because runc and crun silently ignore unknown
-    fields: nothing else would tell the caller that e.g. ``domainname`` had no effect.
-    """
-    out: list[Problem] = []
-    lx, fl = spec.linux, features.linux
-    hooks = spec.hooks
-    if hooks is not None and features.hooks is not None:
-        for attr, wire in _HOOK_KINDS:
-            if getattr(hooks, attr) and wire not in features.hooks:
-                msg = f"{wire} hooks are not supported by the runtime"
-                out.append(Problem(f"$.hooks.{wire}", msg))
-    if features.mount_options is not None:
-        for i, m in enumerate(spec.mounts or ()):
-            for j, opt in enumerate(m.options or ()):
-                if opt in MOUNT_OPTIONS and opt not in features.mount_options:
-                    out.append(Problem(f"$.mounts[{i}].options[{j}]",
-                                       f"mount option {opt!r} is not supported by the runtime"))
-    proc = spec.process
-    if fl is not None and proc is not None:
-        if proc.capabilities is not None and fl.capabilities is not None:
-            for cap_set in _CAP_SETS:
-                out.extend(_not_in(getattr(proc.capabilities, cap_set), fl.capabilities,
-                                   f"$.process.capabilities.{cap_set}", "capability"))
-        if fl.apparmor is not None:
-            out.extend(_disabled(fl.apparmor.enabled, bool(proc.apparmor_profile),
-                                 "$.process.apparmorProfile", "AppArmor"))
-        if fl.selinux is not None:
-            out.extend(_disabled(fl.selinux.enabled, bool(proc.selinux_label),
-                                 "$.process.selinuxLabel", "SELinux"))
-    if fl is not None and lx is not None:
-        out.extend(_linux_unsupported(spec, features))
-    max_core = _core(features.oci_version_max)
-    for use in _uses(spec):
-        if _core(use.version) > max_core and not _topic_known(use.topic, features):
-            out.append(Problem(use.path, f"{use.what} (runtime-spec {use.version}) is newer than "
-                               f"the runtime's ociVersionMax {features.oci_version_max}: "
-                               "the runtime may silently ignore it"))
-    return out
-
-
-def _linux_unsupported(spec: Spec, features: Features) -> Iterator[Problem]:
-    lx, fl = spec.linux, features.linux
-    assert lx is not None and fl is not None
-    if fl.namespaces is not None:
-        for i, ns in enumerate(lx.namespaces or ()):
-            if ns.type not in fl.namespaces:
-                yield Problem(f"$.linux.namespaces[{i}].type",
-                              f"namespace {ns.type!r} is not supported by the runtime")
-    if fl.selinux is not None:
-        yield from _disabled(fl.selinux.enabled, bool(lx.mount_label), "$.linux.mountLabel",
-                             "SELinux")
-    sc, fsc = lx.seccomp, fl.seccomp
-    if sc is not None and fsc is not None:
-        p = "$.linux.seccomp"
-        yield from _disabled(fsc.enabled, True, p, "seccomp")
-        yield from _not_one_of(sc.default_action, fsc.actions, f"{p}.defaultAction",
-                               "seccomp action")
-        yield from _not_in(sc.architectures, fsc.archs, f"{p}.architectures", "seccomp arch")
-        flags = fsc.supported_flags if fsc.supported_flags is not None else fsc.known_flags
-        yield from _not_in(sc.flags, flags, f"{p}.flags", "seccomp flag")
-        for i, sys in enumerate(sc.syscalls or ()):
-            yield from _not_one_of(sys.action, fsc.actions, f"{p}.syscalls[{i}].action",
-                                   "seccomp action")
-            for j, arg in enumerate(sys.args or ()):
-                yield from _not_one_of(arg.op, fsc.operators,
-                                       f"{p}.syscalls[{i}].args[{j}].op", "seccomp operator")
-    rdt, frdt = lx.intel_rdt, fl.intel_rdt
-    if rdt is not None and frdt is not None:
-        p = "$.linux.intelRdt"
-        yield from _disabled(frdt.enabled, True, p, "Intel RDT")
-        yield from _disabled(frdt.schemata, rdt.schemata is not None, f"{p}.schemata",
-                             "intelRdt.schemata")
-        yield from _disabled(frdt.monitoring, bool(rdt.enable_monitoring),
-                             f"{p}.enableMonitoring", "intelRdt.enableMonitoring")
-    mp, fmp = lx.memory_policy, fl.memory_policy
-    if mp is not None and fmp is not None:
-        p = "$.linux.memoryPolicy"
-        yield from _not_one_of(mp.mode, fmp.modes, f"{p}.mode", "memory policy mode")
-        yield from _not_in(mp.flags, fmp.flags, f"{p}.flags", "memory policy flag")
-    if lx.net_devices is not None and fl.net_devices is not None:
-        yield from _disabled(fl.net_devices.enabled, bool(lx.net_devices), "$.linux.netDevices",
-                             "linux.netDevices")
-    idmap = fl.mount_extensions.idmap if fl.mount_extensions else None
-    if idmap is not None:
-        for i, m in enumerate(spec.mounts or ()):
-            used = m.uid_mappings is not None or bool({"idmap", "ridmap"} & set(m.options or ()))
-            yield from _disabled(idmap.enabled, used, f"$.mounts[{i}]", "idmapped mounts")
-    res, cg = lx.resources, fl.cgroup
-    if res is not None and cg is not None:
-        yield from _disabled(cg.v2, res.unified is not None, "$.linux.resources.unified",
-                             "cgroup v2 (resources.unified)")
-        yield from _disabled(cg.rdma, res.rdma is not None, "$.linux.resources.rdma",
-                             "rdma cgroup")
