@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -459,3 +460,115 @@ def test_exit_file_written_as_conmon_quits_keeps_the_code(tmp_path: Path) -> Non
     finally:
         m.close()
     assert status is not None and status.exit_code == 3 and racy.reads == 2
+
+
+# -- issue 11: records, undo that cannot complete, temp files --------------------------------
+
+
+def test_records_are_private(parts: Any, tmp_path: Path, rootfs: Path) -> None:
+    """Records hold env values: 0600 files in 0700 dirs (also ones an older version made)."""
+    m, _, _ = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, ctr(rootfs, envs=[]))
+    state = tmp_path / "state"
+    for path in (state, state / "sandboxes", state / "containers"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    for path in (state / "sandboxes" / f"{sb.id}.json", state / "containers" / f"{cid}.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    m.close()
+    (state / "sandboxes").chmod(0o755)  # as an older version left them
+    (state / "sandboxes" / f"{sb.id}.json").chmod(0o644)
+    m2 = SandboxManager(tmp_path / "root", state, m.runtime, None, supervisor=m.supervisor,
+                        pause=m.pause)
+    try:
+        m2.recover()
+        assert stat.S_IMODE((state / "sandboxes").stat().st_mode) == 0o700
+        assert stat.S_IMODE((state / "sandboxes" / f"{sb.id}.json").stat().st_mode) == 0o600
+        m2.remove_all()
+    finally:
+        m2.close()
+
+
+def test_recover_sweeps_temp_files_of_writes_cut_short(parts: Any, tmp_path: Path) -> None:
+    """A process killed inside atomic_write leaves ``.<name>.XXXXXXXX.tmp``: recover removes
+    those (and only those, and only ones older than the manager)."""
+    m, rt, sup = parts
+    sb = m.run_sandbox(host_pod())
+    m.close()
+    state, root = tmp_path / "state", tmp_path / "root"
+    old = [state / "sandboxes" / f".{sb.id}.json.ab_cd123.tmp",
+           state / "containers" / ".c.json.x1y2z3w4.tmp",
+           root / "sandboxes" / sb.id / "bundle" / ".config.json.qwertyui.tmp"]
+    kept = [state / "sandboxes" / "notes.tmp", root / "sandboxes" / sb.id / "hostname"]
+    for p in (*old, kept[0]):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("{half")
+        os.utime(p, (1, 1))
+    m2 = SandboxManager(root, state, rt, None, pause=PauseConfig(rootfs=str(m.pause.rootfs)),
+                        supervisor=sup)
+    fresh = state / "sandboxes" / f".{sb.id}.json.zzzzzzzz.tmp"  # this manager's own write
+    fresh.write_text("{")
+    try:
+        report = m2.recover()
+        assert report.sandboxes == (sb.id,) and report.errors == ()
+        assert [p for p in old if p.exists()] == []
+        assert all(p.exists() for p in (*kept, fresh))
+        fresh.unlink()
+        kept[0].unlink()
+        m2.remove_all()
+    finally:
+        m2.close()
+    assert on_disk(tmp_path) == []
+
+
+def test_undo_that_cannot_complete_leaves_a_listed_removable_pod(
+    parts: Any, tmp_path: Path, rootfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_sandbox fails and so does its undo (a ValueError, as a NUL in a value gave): the
+    pod is listed NOTREADY with its name kept; remove retries the undo; remove_all removes the
+    others and names this one instead of stopping at it; once the cause is gone it goes."""
+    m, rt, _ = parts
+    other = m.run_sandbox(host_pod("pk-pod-other"))
+
+    def fail_pause(self: SandboxManager, sb: Any) -> None:
+        raise PodkitError("pause failed")
+
+    undo_files = SandboxManager._undo_files
+
+    def fail_undo(self: SandboxManager, sb: Any) -> None:
+        if sb.config.metadata.name != "pk-pod-a":
+            return undo_files(self, sb)
+        raise ValueError("embedded null byte")
+
+    monkeypatch.setattr(SandboxManager, "_do_pause", fail_pause)
+    monkeypatch.setattr(SandboxManager, "_undo_files", fail_undo)
+    with pytest.raises(PodkitError, match="pause failed"):
+        m.run_sandbox(host_pod())
+    [bad] = [s for s in m.list_sandboxes() if s.id != other.id]
+    assert (bad.name, bad.state, bad.steps) == (
+        "pk-pod-a_pk_u1_0", SandboxState.SANDBOX_NOTREADY, ("files",))
+    assert m.list_sandboxes(SandboxFilter(state=SandboxState.SANDBOX_NOTREADY)) == [bad]
+    with pytest.raises(AlreadyExistsError):
+        m.run_sandbox(host_pod())  # the name stays reserved while the pod exists
+    with pytest.raises(PodkitError, match="embedded null byte"):
+        m.remove_sandbox(bad.id)
+    with pytest.raises(PodkitError, match=f"1 of 2 pods could not be removed: {bad.id}"):
+        m.remove_all()
+    assert [s.id for s in m.list_sandboxes()] == [bad.id]  # the other one is gone
+    monkeypatch.undo()
+    m.remove_all()
+    assert m.list_sandboxes() == [] and on_disk(tmp_path) == [] and rt.containers == {}
+    m.remove_sandbox(m.run_sandbox(host_pod()).id)  # the name is free again
+
+
+def test_cni_failures_no_retry_can_fix() -> None:
+    from podkit import cni
+    from podkit._manager import _cni_cannot_run
+
+    missing = cni.PluginNotFoundError(7, "failed to find plugin \"nope\"", plugin="nope")
+    failed = cni.CNIError(11, "plugin said no", plugin="bridge")
+    assert _cni_cannot_run(missing) and _cni_cannot_run(ValueError("embedded null byte"))
+    assert _cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing}))
+    assert not _cni_cannot_run(failed)
+    assert not _cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing, "b": failed}))
+    assert not _cni_cannot_run(OSError("ENOMEM"))
