@@ -129,7 +129,7 @@ def container_log_path(log_directory: str, log_path: str,
     if not log_directory or not log_path:
         return ""
     directory = posixpath.normpath(log_directory)
-    path = posixpath.normpath(f"{directory}/{log_path}")
+    path = posixpath.normpath(posixpath.join(directory, log_path.lstrip("/")))
     if path == directory or not path.startswith(directory.rstrip("/") + "/"):
         raise error(f"log_path {quote(log_path)}: resolves to {quote(path)}, not a file "
                     f"inside the pod's log_directory {quote(directory)}")

@@ -1199,7 +1199,8 @@ class SandboxManager:
                 )
 
             if sb.config.log_directory and config.log_path:
-                c.log_path = _cri_rules.container_log_path(sb.config.log_directory, config.log_path)
+                c.log_path = _cri_rules.container_log_path(
+                    sb.config.log_directory, config.log_path, ContainerConfigError)
             if img is None:
                 spec = build(rootfs)
             else:  # the image's rootfs is needed to build (user names are looked up in it)
