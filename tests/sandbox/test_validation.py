@@ -209,7 +209,8 @@ HOSTILE_CONTAINERS: list[tuple[Callable[[], ContainerConfig], str]] = [
      r"^devices\[0\]\.container_path 'xnull': must be absolute$"),
     (lambda: ctr(devices=[Device(container_path="/dev/x", host_path="dev/null")]),
      r"^devices\[0\]\.host_path 'dev/null': must be absolute$"),
-    (lambda: ctr(devices=[Device(container_path="/dev/x", host_path="/dev/null", permissions="rwx")]),
+    (lambda: ctr(devices=[Device(container_path="/dev/x", host_path="/dev/null",
+                                 permissions="rwx")]),
      r"^devices\[0\]\.permissions 'rwx': must be a subset of 'rwm'"),
     (lambda: ctr(labels={"": "v"}), r"^labels: empty key$"),
     (lambda: ctr(annotations={"k": "\0"}), r"^annotations\['k'\] '\\x00': contains a NUL"),
@@ -340,7 +341,7 @@ def test_manager_refuses_a_nul_pod_name_before_anything_exists(
 def test_manager_refuses_an_escaping_log_path_before_anything_exists(
     manager: tuple[SandboxManager, FakeRuntime], tmp_path: Path
 ) -> None:
-    m, rt = manager
+    m, _rt = manager
     sb = m.run_sandbox(host_pod())
     rootfs = tmp_path / "rootfs"
     before = files_under(tmp_path)

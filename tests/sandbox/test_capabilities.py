@@ -1,0 +1,132 @@
+"""ALL and privileged resolve to the capabilities this process can grant (issue 11 defect 12).
+
+containerd resolves them with ``cap.Current()``; a child that execs (runc) keeps only what is
+also in the bounding set, so podkit uses ``CapEff`` ∩ ``CapBnd``. The capability source is
+faked here: a status file for ``oci.current_capabilities``, ``host_capabilities`` for builders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from podkit import _cri_rules, apparmor, oci
+from podkit._config import (
+    Capability,
+    ContainerConfig,
+    ContainerMetadata,
+    LinuxContainerConfig,
+    LinuxContainerSecurityContext,
+    LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext,
+    PodSandboxMetadata,
+    SandboxConfig,
+)
+from podkit.container import PodContext, build_container_spec
+from podkit.sandbox import SandboxFiles
+
+NO_APPARMOR = apparmor.AppArmorHost(enabled_file="/nonexistent/apparmor/enabled")
+HOST = ["CAP_CHOWN", "CAP_KILL", "CAP_NET_RAW", "CAP_SYS_ADMIN"]
+"""A fake capability source: a host that lacks most capabilities (CAP_SYS_RESOURCE among them)."""
+
+
+def mask(names: list[str]) -> str:
+    return f"{sum(1 << oci.KNOWN_CAPABILITIES.index(n) for n in names):016x}"
+
+
+def status(tmp_path: Path, **lines: str) -> str:
+    path = tmp_path / "status"
+    path.write_text("Name:\tpodkit\n" + "".join(f"{k}:\t{v}\n" for k, v in lines.items()))
+    return str(path)
+
+
+def test_current_capabilities_is_effective_within_bounding(tmp_path: Path) -> None:
+    full = "000001ffffffffff"
+    no_time = [c for c in oci.KNOWN_CAPABILITIES if c != "CAP_SYS_TIME"]
+    assert oci.current_capabilities(status(tmp_path, CapEff=full, CapBnd=mask(no_time))) == \
+        no_time  # prctl(PR_CAPBSET_DROP) leaves CapEff alone; runc would lack SYS_TIME
+    assert oci.current_capabilities(status(tmp_path, CapEff=mask(HOST), CapBnd=full)) == HOST
+    assert oci.current_capabilities(status(tmp_path, CapEff=mask(HOST))) == HOST  # no CapBnd line
+    with pytest.raises(oci.SpecOptError, match="no valid CapEff line in"):
+        oci.current_capabilities(status(tmp_path, CapBnd=full, CapEff="zz"))
+
+
+def test_current_capabilities_of_this_process() -> None:
+    lines = dict(line.split(":\t") for line in Path("/proc/self/status").read_text().splitlines()
+                 if line.startswith(("CapEff", "CapBnd")))
+    expected = int(lines["CapEff"], 16) & int(lines["CapBnd"], 16)
+    got = oci.current_capabilities()
+    assert sum(1 << oci.KNOWN_CAPABILITIES.index(c) for c in got) == \
+        expected & (2 ** len(oci.KNOWN_CAPABILITIES) - 1)
+
+
+def test_privileged_option_uses_the_bounding_set(tmp_path: Path) -> None:
+    path = status(tmp_path, CapEff="000001ffffffffff", CapBnd=mask(HOST))
+    for opt in (oci.with_privileged(path), oci.with_all_current_capabilities(path)):
+        caps = oci.generate(oci.runc_spec(), opt).process.capabilities  # type: ignore[union-attr]
+        assert caps is not None and caps.bounding == caps.effective == caps.permitted == HOST
+
+
+def test_resolve_all_means_current() -> None:
+    known = list(oci.KNOWN_CAPABILITIES)
+    resolve = _cri_rules.resolve_capabilities
+    assert resolve(["CAP_KILL"], ["ALL"], [], known, current=HOST) == HOST
+    assert resolve([], ["ALL"], ["kill"], known, current=HOST) == [
+        "CAP_CHOWN", "CAP_NET_RAW", "CAP_SYS_ADMIN"]
+    assert resolve(HOST, ["sys_time"], ["ALL"], known, current=HOST) == ["CAP_SYS_TIME"]
+    assert resolve([], ["ALL"], [], known) == known  # no source given: every known one
+
+
+def pod(privileged: bool = False) -> PodContext:
+    config = SandboxConfig(
+        metadata=PodSandboxMetadata(name="web", uid="u1", namespace="ns"),
+        linux=LinuxPodSandboxConfig(
+            security_context=LinuxSandboxSecurityContext(privileged=privileged)))
+    return PodContext(id="sb1", config=config, files=SandboxFiles.under("/run/pk/sb1"),
+                      namespace_paths={"network": "/proc/42/ns/net", "pid": "/proc/42/ns/pid"})
+
+
+def container(**security: Any) -> ContainerConfig:
+    return ContainerConfig(
+        metadata=ContainerMetadata(name="app"), image="/img", command=["sleep", "1"],
+        linux=LinuxContainerConfig(security_context=LinuxContainerSecurityContext(**security)))
+
+
+def caps_of(config: ContainerConfig, tmp_path: Path, **kw: Any) -> oci.LinuxCapabilities:
+    spec = build_container_spec(config, kw.pop("pod", pod()), id="c1", rootfs=str(tmp_path),
+                                apparmor_host=NO_APPARMOR, **kw)
+    assert spec.process is not None and spec.process.capabilities is not None
+    return spec.process.capabilities
+
+
+@pytest.mark.parametrize(("capability", "expected"), [
+    (Capability(add_capabilities=["ALL"]), HOST),
+    (Capability(add_capabilities=["all"], drop_capabilities=["NET_RAW"]),
+     ["CAP_CHOWN", "CAP_KILL", "CAP_SYS_ADMIN"]),
+    (Capability(drop_capabilities=["ALL"]), []),
+    (Capability(add_capabilities=["KILL"], drop_capabilities=["ALL"]), ["CAP_KILL"]),
+])
+def test_container_all_resolves_to_the_host_capabilities(
+    tmp_path: Path, capability: Capability, expected: list[str]
+) -> None:
+    caps = caps_of(container(capabilities=capability), tmp_path, host_capabilities=HOST)
+    assert caps.bounding == caps.effective == caps.permitted == expected
+
+
+def test_container_ambient_all_and_privileged_use_the_host_capabilities(tmp_path: Path) -> None:
+    caps = caps_of(container(capabilities=Capability(add_ambient_capabilities=["ALL"])),
+                   tmp_path, host_capabilities=HOST)
+    assert caps.ambient == caps.inheritable == HOST
+    caps = caps_of(container(privileged=True), tmp_path, pod=pod(privileged=True),
+                   host_capabilities=HOST)
+    assert caps.bounding == caps.effective == caps.permitted == HOST
+
+
+def test_container_default_source_is_this_process(tmp_path: Path) -> None:
+    current = oci.current_capabilities()
+    caps = caps_of(container(capabilities=Capability(add_capabilities=["ALL"])), tmp_path)
+    assert caps.bounding == current
+    caps = caps_of(container(privileged=True), tmp_path, pod=pod(privileged=True))
+    assert caps.bounding == current
