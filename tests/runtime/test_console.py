@@ -27,6 +27,7 @@ from podkit.runtime.errors import OCIRuntimeError, RuntimeTimeoutError
 from podkit.runtime.logs import CRILogWriter, read_cri_log
 
 from ._bundles import busybox_config
+from ._fds import fds_past
 
 # -- unit: a real pty over a real socket -------------------------------------------------
 
@@ -221,3 +222,20 @@ def test_tty_exec_through_console_socket(
     finally:
         runtime("delete", "--force", cid)
     assert cgroup_leftovers(cid) == []
+
+
+def test_receive_with_fds_past_1024() -> None:
+    with fds_past(), ConsoleSocket() as cs, \
+            socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        assert cs._sock.fileno() > 1024
+        client.connect(os.fspath(cs.path))
+        r, w = os.pipe()
+        try:
+            socket.send_fds(client, [b"/dev/ptmx"], [r])
+            with cs.receive(timeout=10) as console:
+                assert console.fd > 1024
+                os.write(w, b"ok")
+                assert console.read() == b"ok"
+        finally:
+            os.close(r)
+            os.close(w)

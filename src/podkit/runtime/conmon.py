@@ -17,17 +17,19 @@ Wire facts used here (conmon 2.1.6, ``--api-version`` is a flag without a value)
   text (``128 + N`` for signal N); ``<persist-dir>/oom`` appears on an OOM kill; the CRI log
   is ``-l k8s-file:PATH``.
 * **attach socket** ``<socket-dir>/<cuuid>/attach`` (a symlink to the bundle dir, so the path
-  stays short): ``SOCK_SEQPACKET``; every message from conmon starts with one byte naming the
-  stream (2 stdout, 3 stderr), then up to 8192 bytes of output; bytes sent by a client go to
-  the container's stdin (with ``--stdin``); a client's EOF closes the container's stdin unless
-  ``--leave-stdin-open``. Any number of clients; each sees output from its connect on.
+  stays short; when ``<socket-dir>/<cuuid>`` is exactly 107 bytes conmon cuts the link name by
+  one character, so podkit never passes such a ``--cuuid``): ``SOCK_SEQPACKET``; every
+  message from conmon starts with one byte naming the stream (2 stdout, 3 stderr), then up
+  to 8192 bytes of output; bytes sent by a client go to the container's stdin (with
+  ``--stdin``); a client's EOF closes the container's stdin unless ``--leave-stdin-open``.
+  Any number of clients; each sees output from its connect on.
 * **ctl FIFO** ``<bundle>/ctl``: lines ``"1 <rows> <cols>\\n"`` (resize the tty) and
   ``"2 0 0\\n"`` (reopen the log: conmon opens a new, empty file at the log path). Send one
   message per write: conmon 2.1.6 mishandles several lines read at once.
 
 podkit's state for a container lives in ``<state_dir>/containers/<id>/`` (also conmon's
 ``--persist-dir``); exit files in ``<state_dir>/exits``, attach symlinks in
-``<state_dir>/sockets``.
+``<state_dir>/sockets``. These directories are 0700 and podkit's files in them 0600.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import builtins
 import contextlib
 import datetime as _dt
 import errno
+import hashlib
 import json
 import math
 import os
@@ -84,6 +87,9 @@ _ATTACH_BUF = 8192 + 1  # conmon's STDIO_BUF_SIZE plus the stream byte
 _CTL_RESIZE = 1
 _CTL_REOPEN_LOG = 2
 _META = "conmon.json"
+_SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1: conmon cuts a link path of this length
+_PRIVATE_DIR = 0o700
+_PRIVATE_FILE = 0o600
 _EXEC_OUTPUT_MAX = 16 * 1024 * 1024
 TIMED_OUT_MESSAGE = "command timed out"
 _DROPPED_ENV = (
@@ -414,6 +420,33 @@ def _reap_if_child(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
+def _attach_link_name(socket_dir: Path, id: str) -> str:
+    """conmon's ``--cuuid``: the name of the link to the bundle in ``socket_dir``.
+
+    ``id``, unless ``socket_dir/id`` is exactly 107 bytes: conmon would cut that name by one
+    character (podkit could not find it; IDs differing only at the end would share it), so a
+    hashed name of another length, which no ID can be (``_`` first), is used instead.
+    """
+    if len(os.fsencode(socket_dir)) + 1 + len(id) != _SUN_PATH_MAX:
+        return id
+    digest = hashlib.sha256(id.encode()).hexdigest()
+    return "_" + digest[: 32 if len(id) == 32 else 31]
+
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` (parents as needed) and make it 0700."""
+    path.mkdir(parents=True, exist_ok=True, mode=_PRIVATE_DIR)
+    os.chmod(path, _PRIVATE_DIR)
+
+
+def _link_target(link: Path) -> Path | None:
+    """Where the symlink ``link`` points (``None`` when it is not a symlink)."""
+    try:
+        return Path(os.readlink(link))
+    except OSError:
+        return None
+
+
 def _read_int_file(path: Path) -> int | None:
     try:
         text = path.read_text().strip()
@@ -480,6 +513,10 @@ class Conmon:
     def container_dir(self, id: str) -> Path:
         """podkit's and conmon's (``--persist-dir``) directory for one container."""
         return self.state_dir / "containers" / validate_id(id, "container ID")
+
+    def socket_link(self, id: str) -> Path:
+        """The link to the bundle that conmon makes in :attr:`socket_dir`; holds ``attach``."""
+        return self.socket_dir / _attach_link_name(self.socket_dir, validate_id(id, "container ID"))
 
     @staticmethod
     def _resolve(binary: str, what: str) -> str:
@@ -580,20 +617,22 @@ class Conmon:
             raise InvalidArgumentError(f"bundle {bundle_path} has no config.json")
         log = Path(log_path).absolute() if log_path is not None else cdir / "ctr.log"
         log_existed = log.exists()
-        cdir.parent.mkdir(parents=True, exist_ok=True)
-        for d in (self.exit_dir, self.socket_dir):
-            d.mkdir(parents=True, exist_ok=True)
+        if not self.state_dir.exists():
+            _private_dir(self.state_dir)
+        for d in (cdir.parent, self.exit_dir, self.socket_dir):
+            _private_dir(d)
         try:
-            cdir.mkdir()
+            cdir.mkdir(mode=_PRIVATE_DIR)
         except FileExistsError:
             raise AlreadyExistsError(
                 f"container {id!r} already has a conmon state dir {cdir}"
             ) from None
         try:
+            os.chmod(cdir, _PRIVATE_DIR)
             log.parent.mkdir(parents=True, exist_ok=True)
             (self.exit_dir / id).unlink(missing_ok=True)
             args = [
-                "--cuuid", id,
+                "--cuuid", self.socket_link(id).name,
                 "--bundle", os.fspath(bundle_path),
                 "--container-pidfile", os.fspath(cdir / "pidfile"),
                 "--conmon-pidfile", os.fspath(cdir / "conmon.pid"),
@@ -623,7 +662,8 @@ class Conmon:
                 conmon_pid=conmon_pid, tty=tty, stdin=stdin, runtime=list(self._runtime_argv),
                 created=_now_rfc3339(),
             )
-            atomic_write(cdir / _META, json.dumps(record.to_dict(), indent=1))
+            atomic_write(cdir / _META, json.dumps(record.to_dict(), indent=1),
+                         mode=_PRIVATE_FILE)
             return record
         except BaseException:
             self._cleanup(id, cdir, bundle_path, None if log_existed else log)
@@ -650,7 +690,8 @@ class Conmon:
             for name in _DROPPED_ENV:  # systemd hand-overs meant for us, not for the runtime
                 env.pop(name, None)
             env["_OCI_SYNCPIPE"] = str(write_fd)
-            with open(errfile, "wb") as err:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            with open(os.open(errfile, flags, _PRIVATE_FILE), "wb") as err:
                 proc = subprocess.Popen(
                     argv, pass_fds=(write_fd,), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                     stdout=err, stderr=err,
@@ -747,14 +788,58 @@ class Conmon:
         if own_log is not None:
             own_log.unlink(missing_ok=True)
 
-    def _remove_files(self, id: str, cdir: Path, bundle: Path) -> None:
-        for name in ("attach", "ctl", "winsz"):
-            (bundle / name).unlink(missing_ok=True)
-        link = self.socket_dir / id
+    def _remove_files(self, id: str, cdir: Path, bundle: Path | None) -> None:
+        """Remove conmon's files of ``id``; ``bundle`` (``None``: where the link points)."""
+        link = self.socket_link(id)
+        bundle = bundle if bundle is not None else _link_target(link)
+        if bundle is not None:
+            for name in ("attach", "ctl", "winsz"):
+                (bundle / name).unlink(missing_ok=True)
+            # the cut name an older podkit let conmon make, only if it is ours
+            cut = self.socket_dir / id[:-1]
+            if len(id) > 1 and len(os.fsencode(cut)) == _SUN_PATH_MAX - 1 \
+                    and _link_target(cut) == bundle:
+                cut.unlink()
         if link.is_symlink():
             link.unlink()
         (self.exit_dir / id).unlink(missing_ok=True)
         shutil.rmtree(cdir, ignore_errors=True)
+
+    def remove_leftovers(self, id: str) -> bool:
+        """Remove everything of ``id``, with or without its record; True if anything was there.
+
+        For a start cut short (the starting process died before conmon reported the pid, so no
+        record was written): stops its conmon (``conmon.pid``), force-deletes the runtime
+        container, removes conmon's dir, exit file and attach-socket link. Idempotent.
+        """
+        cdir = self.container_dir(id)
+        link = self.socket_link(id)
+        bundle = _link_target(link)
+        with contextlib.suppress(NotFoundError, InvalidArgumentError):
+            bundle = Path(self.get(id).bundle)
+        found = cdir.exists() or link.is_symlink() or (self.exit_dir / id).exists()
+        try:
+            conmon_pid = _read_int_file(cdir / "conmon.pid")
+        except (OSError, OCIRuntimeError):
+            conmon_pid = None
+        found = self._runtime_delete(id) or found
+        if conmon_pid:
+            self._stop_monitor(conmon_pid, cdir, grace=10.0)
+            self._runtime_delete(id)  # a runtime create that conmon finished meanwhile
+        self._remove_files(id, cdir, bundle)
+        return found
+
+    def _runtime_delete(self, id: str) -> bool:
+        """``runtime delete --force``; False when the runtime does not know ``id``.
+
+        Asks ``state`` first: ``runc delete --force`` of an unknown ID succeeds silently.
+        """
+        try:
+            self.runtime.state(id)
+            self.runtime.delete(id, force=True)
+        except NotFoundError:
+            return False
+        return True
 
     def start(self, id: str) -> None:
         """Start the user process of a container created by :meth:`create`."""
@@ -850,8 +935,15 @@ class Conmon:
 
         Without ``force`` a running container is refused (``NotRunningError``); with it the
         container is killed first. The log file is kept unless it lives in the state dir.
+        Without a record it removes what :meth:`remove_leftovers` finds, and raises
+        ``NotFoundError`` only when there was nothing at all.
         """
-        record = self.get(id)
+        try:
+            record = self.get(id)
+        except NotFoundError:
+            if self.remove_leftovers(id):
+                return
+            raise
         cdir = self.container_dir(id)
         with contextlib.suppress(NotFoundError):
             self.runtime.delete(id, force=force)
@@ -862,7 +954,7 @@ class Conmon:
     def attach(self, id: str) -> Attachment:
         """Connect to the container's attach socket (several clients may be attached)."""
         self.get(id)
-        link = self.socket_dir / id
+        link = self.socket_link(id)
         try:
             dirfd = os.open(link, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
