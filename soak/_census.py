@@ -120,9 +120,9 @@ def busy_helpers(base: Path, netns_prefix: str) -> list[int]:
         if not argv:
             continue
         name = os.path.basename(argv[0])
-        if name in ("runc", "crun") and any(str(base) in a for a in argv):
-            out.append(int(pid))
-        elif argv[0].startswith("/usr/lib/cni/") and netns_prefix.encode() in _environ(pid):
+        runtime = name in ("runc", "crun") and any(str(base) in a for a in argv)
+        if runtime or (argv[0].startswith("/usr/lib/cni/")
+                       and netns_prefix.encode() in _environ(pid)):
             out.append(int(pid))
     return out
 

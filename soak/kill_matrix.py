@@ -25,14 +25,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _census  # noqa: E402
+import _census
 
 HERE = Path(__file__).resolve().parent
 OPS = ("run_sandbox", "create_container", "start_container", "stop_container", "stop_sandbox",
@@ -40,6 +39,16 @@ OPS = ("run_sandbox", "create_container", "start_container", "stop_container", "
 COMBOS = ("runc/conmon", "runc/inprocess", "crun/conmon", "crun/inprocess")
 BRIDGE = "pksoak0"
 CHILD_TIMEOUT = 180.0
+# The CI slice's kill points (tests/test_soak_slice.py): the record writes, the conmon launch,
+# the supervisor's start and delete, CNI ADD/DEL of the bridge and the pod files' removal.
+CI_POINTS = ("write:state/sandboxes/ID#1 before", "write:state/containers/ID#1 before",
+             "conmon._spawn#1 after", "supervisor.start#1 after", "supervisor.delete#1 after",
+             "cni:ADD:bridge#1 after", "cni:DEL:bridge#1 after", "manager._undo_files#1 before")
+
+
+def ci_points(points: list[str]) -> list[str]:
+    """The points of a trace that the CI slice kills at (see ``CI_POINTS``)."""
+    return [p for p in points if p in CI_POINTS]
 
 
 @dataclass

@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import kill_matrix  # noqa: E402
-import server_soak  # noqa: E402
+import kill_matrix
+import server_soak
 
 REPO = Path(__file__).resolve().parents[1]
 Row = tuple[str, int, int, int, list[str]]

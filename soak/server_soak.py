@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _census  # noqa: E402
+import _census
 
 REPO = Path(__file__).resolve().parents[1]
 BRIDGE = "pksoak1"
@@ -90,7 +90,6 @@ def build_images(work: Path, store_root: Path) -> None:
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import make_busybox_rootfs
     from image.imagebuild import Layer, build_image, write_layout
-
     from podkit.image import ImageStore, import_image
 
     rootfs = make_busybox_rootfs(work / "busybox")
