@@ -23,7 +23,7 @@ import shutil
 import signal as _signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -481,6 +481,14 @@ def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
     return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
 
 
+def _populated(rootfs: Path) -> bool:
+    """Whether a rootfs directory is mounted or has content (an unmounted overlay is empty)."""
+    try:
+        return os.path.ismount(rootfs) or any(rootfs.iterdir())
+    except OSError:
+        return False
+
+
 def _find_image(store: _image.ImageStore, ref: str) -> _image.Image:
     """An image by reference, by image ID (config digest) or by manifest/target digest."""
     try:
@@ -548,6 +556,8 @@ class SandboxManager:
     ``images`` is the image store that ``ContainerConfig.image`` references (and a pause given
     as ``PauseConfig(image=...)``) are resolved in; each such container gets its own rootfs
     there (``rootfs_mode``: ``auto``, ``overlay`` or ``copy``), removed with the container.
+    The pause's shared rootfs there is unmounted once no pod uses it (last pod removed,
+    :meth:`close`, :meth:`recover`) and mounted again for the next pod.
     One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
     """
 
@@ -612,6 +622,7 @@ class SandboxManager:
         self._containers: dict[str, Container] = {}
         self._built: dict[str, Bundle] = {}  # bundles of CREATED containers, spec in memory
         self._sandbox_locks: dict[str, threading.RLock] = {}
+        self._pause_roots: dict[str, str] = {}  # pod ID -> its pause rootfs (from its bundle)
         self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
         self._lock_cm.__enter__()  # ConflictError while another manager uses state_dir
         self._opened_at = time.time()  # temp files older than this are an earlier process's
@@ -619,9 +630,13 @@ class SandboxManager:
     # -- lifetime ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the state dir lock; pods and containers keep running."""
+        """Unmount a shared pause rootfs no pod uses; release the state dir lock. Pods and
+        containers keep running."""
         if self._lock_cm is not None:
-            self._lock_cm.__exit__(None, None, None)
+            try:
+                self._unmount_unused_pause_rootfs()
+            finally:
+                self._lock_cm.__exit__(None, None, None)
             self._lock_cm = None  # type: ignore[assignment]
 
     def __enter__(self) -> SandboxManager:
@@ -770,7 +785,12 @@ class SandboxManager:
         with self._lock:
             self._sandboxes.pop(sb.id, None)
             self._sandbox_locks.pop(sb.id, None)
+            self._pause_roots.pop(sb.id, None)
         self._release(sb.name, sb.id)
+        try:
+            self._unmount_unused_pause_rootfs()
+        except (PodkitError, OSError) as exc:  # the pod is gone; the mount waits for close()
+            _log.warning("sandbox %s: unmounting the unused pause rootfs: %s", sb.id, exc)
 
     def _cni_args(self, sb: Sandbox) -> tuple[tuple[str, str], ...]:
         md = sb.config.metadata
@@ -923,7 +943,82 @@ class SandboxManager:
         bundle = d / "bundle"
         if not (bundle / "config.json").exists():  # not written while CNI ran (host network)
             self._write_pause_bundle(sb)
-        sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
+        with self._pause_rootfs_ready():
+            sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
+
+    # -- the shared pause rootfs in the image store ------------------------------------------
+
+    def _pause_key(self, rootfs: str) -> str:
+        """The store key of a shared pause rootfs at ``rootfs`` (``""`` if it is not one)."""
+        if self.images is None:
+            return ""
+        path = Path(os.path.abspath(rootfs))
+        key = path.parent.name
+        ours = path.parent.parent == Path(os.path.abspath(self.images.root)) / "containers"
+        return key if ours and path.name == "rootfs" and key.startswith(PAUSE_ROOTFS_PREFIX) \
+            else ""
+
+    def _pause_lock(self, key: str, *, shared: bool,
+                    blocking: bool = True) -> contextlib.AbstractContextManager[int]:
+        """Shared while a process starts a pause on the rootfs ``key``; exclusive to unmount
+        or make it again (so no process unmounts it under a starting pause)."""
+        assert self.images is not None
+        locks = self.images.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        return file_lock(locks / f"{key}.lock", shared=shared, blocking=blocking)
+
+    @contextlib.contextmanager
+    def _pause_rootfs_ready(self) -> Iterator[None]:
+        """The pause rootfs is mounted (made again if it was unmounted) for the ``with`` body."""
+        assert self.pause is not None
+        key = self._pause_key(self.pause.rootfs) if self.pause.image else ""
+        if not key:
+            yield
+            return
+        while True:
+            with self._pause_lock(key, shared=True):
+                if _populated(Path(self.pause.rootfs)):
+                    yield
+                    return
+            with self._pause_lock(key, shared=False):
+                if not _populated(Path(self.pause.rootfs)):
+                    assert self.images is not None
+                    self.pause = pause_config(self.images, self.pause.image)
+
+    def _pause_rootfs_of(self, sb: Sandbox) -> str:
+        """The rootfs of the pod's pause, from its bundle (the current pause's if none yet)."""
+        with self._lock:
+            known = self._pause_roots.get(sb.id)
+        if known is not None:
+            return known
+        bundle = self._sandbox_dir(sb.id) / "bundle"
+        try:
+            root = json.loads((bundle / "config.json").read_text())["root"]["path"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.pause.rootfs if self.pause is not None else ""
+        path = os.path.abspath(os.path.join(bundle, str(root)))
+        with self._lock:
+            self._pause_roots[sb.id] = path
+        return path
+
+    def _unmount_unused_pause_rootfs(self) -> None:
+        """Unmount each shared pause rootfs of the image store that no pod of this manager
+        uses and no process is starting a pause on (a running pause needs no host mount)."""
+        if self.images is None:
+            return
+        mounted = [d for d in sorted((self.images.root / "containers").glob(
+            PAUSE_ROOTFS_PREFIX + "*")) if os.path.ismount(d / "rootfs")]
+        if not mounted:
+            return
+        with self._lock:
+            pods = list(self._sandboxes.values())
+        used = {self._pause_rootfs_of(sb) for sb in pods}
+        for d in mounted:
+            if os.path.abspath(d / "rootfs") in used:
+                continue
+            with contextlib.suppress(ConflictError), \
+                    self._pause_lock(d.name, shared=False, blocking=False):
+                _image.unmount_rootfs(self.images, d.name)
 
     def _undo_pause(self, sb: Sandbox) -> None:
         self._delete_from_runtime(sb.id)
@@ -1510,8 +1605,9 @@ class SandboxManager:
         Pods caught in ``run_sandbox`` or ``remove_sandbox`` are undone (every recorded step in
         reverse; one whose undo fails stays listed, NOTREADY, for :meth:`remove_sandbox`);
         containers caught in create or remove are removed; the rest is adopted (a pod whose
-        pause is gone is NOTREADY). Temp files of writes cut short are removed. Then
-        :meth:`remove_all` removes everything if wanted.
+        pause is gone is NOTREADY). Temp files of writes cut short are removed, and a shared
+        pause rootfs no pod uses is unmounted. Then :meth:`remove_all` removes everything if
+        wanted.
         """
         rolled: builtins.list[str] = []
         errors: builtins.list[str] = []
@@ -1556,6 +1652,10 @@ class SandboxManager:
                 else:
                     self._forget_sandbox(sb)
                     rolled.append(sb.id)
+        try:
+            self._unmount_unused_pause_rootfs()
+        except (PodkitError, OSError) as exc:
+            errors.append(f"unmount unused pause rootfs: {exc}")
         return RecoveryReport(sandboxes=tuple(adopted_s), containers=tuple(adopted_c),
                               rolled_back=tuple(rolled), errors=tuple(errors))
 

@@ -378,3 +378,71 @@ def test_pause_needs_a_rootfs_or_an_image_in_a_store(tmp_path: Path) -> None:
             SandboxManager(tmp_path / "root", tmp_path / "state", Runc("runc"), None,
                            pause=pause)
     assert not (tmp_path / "state").exists()
+
+
+# -- issue 11 defect 15: the shared pause rootfs is unmounted when no pod uses it ------------
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points at or below ``root`` (from /proc/self/mountinfo)."""
+    points = [line.split()[4] for line in
+              Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p == str(root) or p.startswith(f"{root}/")]
+
+
+@pytest.mark.integration
+def test_pause_rootfs_unmounted_with_the_last_pod(mgr: SandboxManager, store: ImageStore) -> None:
+    """Mounted while a pod uses it, unmounted when the last one goes, mounted again for the
+    next pod; nothing stays mounted under the store once every pod is removed."""
+    assert mgr.pause is not None
+    pause = Path(mgr.pause.rootfs)
+    a = mgr.run_sandbox(pod_config())
+    b = mgr.run_sandbox(pod_config())
+    assert _mounted(pause)
+    mgr.remove_sandbox(a.id)
+    assert _mounted(pause)  # b still uses it
+    mgr.remove_sandbox(b.id)
+    assert _mounts_under(store.root) == []
+    c = mgr.run_sandbox(pod_config())  # made again for the next pod
+    assert _mounted(pause) and mgr.sandbox_status(c.id).pid > 0
+    mgr.remove_sandbox(c.id)
+    assert _mounts_under(store.root) == []
+
+
+@pytest.mark.integration
+def test_close_and_recover_unmount_an_unused_pause_rootfs(
+    store: ImageStore, tmp_path: Path
+) -> None:
+    """close() leaves the mount to pods that still run; recover() by the next manager keeps it
+    for the pods it adopts, and remove_all() then leaves nothing mounted. A rootfs left
+    mounted by a process that died with no pods is unmounted by recover()."""
+    before = snapshot()
+    base = tmp_path / "m"
+    m = _manager(base, store)
+    assert m.pause is not None
+    pause = Path(m.pause.rootfs)
+    try:
+        sb = m.run_sandbox(pod_config())
+    finally:
+        m.close()
+    assert _mounted(pause)  # a pod still runs on it
+    m = _manager(base, store)
+    try:
+        report = m.recover()
+        assert report.sandboxes == (sb.id,) and _mounted(pause)
+        m.remove_all()
+        assert _mounts_under(store.root) == []
+    finally:
+        m.close()
+    from podkit.sandbox import pause_config
+
+    pause_config(store, PAUSE)  # mounted again, as a process that died would leave it
+    assert _mounted(pause)
+    m = _manager(base, store)
+    try:
+        assert m.recover().errors == ()
+        assert _mounts_under(store.root) == []
+    finally:
+        m.close()
+    assert leftovers(base, m) == []
+    assert leaked(before) == []
