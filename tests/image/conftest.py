@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -113,12 +114,25 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stop_registry(proc)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A test HTTP server that does not print the errors of connections a test broke."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
 class FakeRegistry:
     """A tiny registry serving one image from memory, with switches for the error paths.
 
     ``auth``: ``None``, ``"basic"`` or ``"bearer"`` (user ``u``, password ``p``);
     ``statuses[path_suffix]``: statuses to answer first (one per hit); ``corrupt`` and
     ``truncate``: blob digests served wrong or cut short; ``delay``: seconds before answering.
+    Hostile switches, keyed by manifest reference or blob digest: ``raw[ref]`` a body served
+    instead; ``lengths[ref]`` the Content-Length claimed (the connection closes after the
+    body; for a ``statuses`` suffix, of the error answer); ``reset``: the connection is reset (RST) halfway through the body;
+    ``redirects[ref]``: a 302 to that path.
     """
 
     def __init__(self, image: BuiltImage, repo: str = "test/app", tag: str = "v1") -> None:
@@ -130,8 +144,12 @@ class FakeRegistry:
         self.corrupt: set[str] = set()
         self.truncate: set[str] = set()
         self.delay = 0.0
+        self.raw: dict[str, bytes] = {}
+        self.lengths: dict[str, int] = {}
+        self.reset: set[str] = set()
+        self.redirects: dict[str, str] = {}
         self.hits: Counter[str] = Counter()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = _QuietServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -188,7 +206,9 @@ class FakeRegistry:
                     return
                 for suffix, plan in fake.statuses.items():
                     if path.endswith(suffix) and plan:
-                        self._send(plan.pop(0), b'{"errors":[{"code":"X","message":"fake"}]}')
+                        self._send(plan.pop(0), b'{"errors":[{"code":"X","message":"fake"}]}',
+                                   length=fake.lengths.get(suffix))
+                        self.close_connection = suffix in fake.lengths
                         return
                 if not self._authorized():
                     return
@@ -197,20 +217,41 @@ class FakeRegistry:
                     self._send(404)
                     return
                 kind, _, ref = path[len(prefix):].partition("/")
-                if kind == "manifests" and ref in fake.manifests:
-                    body = json.dumps(fake.manifests[ref]).encode()
-                    self._send(200, body, {"Content-Type": fake.manifests[ref]["mediaType"]})
+                if ref in fake.redirects:
+                    self._send(302, headers={"Location": fake.redirects[ref]})
+                elif kind == "manifests" and ref in fake.manifests:
+                    body = fake.raw.get(ref) or json.dumps(fake.manifests[ref]).encode()
+                    self._hostile(ref, body,
+                                  {"Content-Type": fake.manifests[ref]["mediaType"]})
                 elif kind == "blobs" and ref in fake.blobs:
-                    body = fake.blobs[ref]
+                    body = fake.raw.get(ref) or fake.blobs[ref]
                     if ref in fake.corrupt:
                         body = b"X" + body[1:]
                     if ref in fake.truncate:
                         self._send(200, body[: len(body) // 2], length=len(body))
                         self.close_connection = True
                         return
-                    self._send(200, body)
+                    self._hostile(ref, body)
                 else:
                     self._send(404, b'{"errors":[{"code":"MANIFEST_UNKNOWN","message":"nope"}]}')
+
+            def _hostile(self, ref: str, body: bytes,
+                         headers: dict[str, str] | None = None) -> None:
+                """Serve ``body``, or break the answer the way the switches for ``ref`` say."""
+                if ref in fake.reset:
+                    self._send(200, b"", headers, length=len(body))
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                               struct.pack("ii", 1, 0))
+                    self.connection.close()  # RST: "connection reset by peer"
+                    self.close_connection = True
+                    return
+                if ref in fake.lengths:
+                    self._send(200, body, headers, length=fake.lengths[ref])
+                    self.close_connection = True
+                    return
+                self._send(200, body, headers)
 
             do_HEAD = do_GET
 

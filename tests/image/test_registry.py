@@ -7,6 +7,8 @@ truncated blobs.
 
 from __future__ import annotations
 
+import copy
+import json
 import multiprocessing
 import os
 import ssl
@@ -18,6 +20,7 @@ import pytest
 from conftest import require_binary, require_isolated
 from image.conftest import FakeRegistry, start_registry, stop_registry
 from image.imagebuild import BuiltImage, Layer, build_image, build_index, write_layout
+from image.registry_faults import assert_only_verified_blobs, run_probe, small_image
 from podkit.image import (
     BlobNotFoundError,
     Credentials,
@@ -297,3 +300,46 @@ def test_manifest_digest_mismatch(fake_registry: FakeRegistry, sample: BuiltImag
     ref = f"{fake_registry.host}/test/app@{wrong}"
     with pytest.raises(DigestMismatchError, match=rf"manifest {wrong} of .*content is sha256:"):
         pull(ImageStore(tmp_path), ref)
+
+
+# -- issue 11 defect 10: every pull failure is a typed ImageError naming reference and digest ---
+
+
+@pytest.mark.parametrize("probe", ["blob-error-body-cut", "manifest-error-body-cut",
+                                   "manifest-connection-reset", "layer-size-larger-than-blob",
+                                   "blob-content-length-shorter", "blob-404"])
+def test_broken_answers_are_typed_errors(probe: str, tmp_path: Path) -> None:
+    """Error answers cut short (once a raw IncompleteRead), resets while reading a manifest,
+    and wrong sizes: typed errors, nothing half stored (the full set: tests/hostile)."""
+    require_isolated()
+    img = small_image()
+    with FakeRegistry(img) as fake:
+        run_probe(probe, fake, img, tmp_path)
+
+
+def test_wrong_layer_size_in_real_registry(registry: str, tmp_path: Path) -> None:
+    """A manifest in docker-registry whose layer size is wrong: DigestMismatchError naming the
+    layer and the reference; no blob, no partial, no record; the right manifest still pulls."""
+    img = small_image()
+    src = ImageStore(tmp_path / "src")
+    ref = f"{registry}/podkit/wrongsize:good"
+    import_image(src, write_layout(tmp_path / "l", [(img.descriptor, "v1")], img.blobs), ref)
+    push(src, ref)
+    bad = copy.deepcopy(img.manifest)
+    bad["layers"][0]["size"] += 4096
+    raw = json.dumps(bad).encode()
+    from podkit.image.reference import parse_reference
+
+    bad_ref = parse_reference(f"{registry}/podkit/wrongsize:bad")
+    with Registry()._request(bad_ref, "PUT", "/v2/podkit/wrongsize/manifests/bad", "bad",
+                             push=True, ok=(201,), body=lambda: raw,
+                             headers={"Content-Type": bad["mediaType"]}):
+        pass
+    store = ImageStore(tmp_path / "dst")
+    layer = bad["layers"][0]["digest"]
+    with pytest.raises(DigestMismatchError, match=rf"blob {layer} of {bad_ref}: .*serves"):
+        pull(store, bad_ref, retries=1, backoff=0.01)
+    assert store.list() == [] and not store.has_blob(layer)
+    assert list((store.root / "ingest").iterdir()) == []
+    assert_only_verified_blobs(store)
+    assert pull(store, ref).name == ref

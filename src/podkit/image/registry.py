@@ -57,6 +57,7 @@ __all__ = ["Credentials", "Registry", "pull", "push"]
 _ACCEPT = ", ".join(sorted(MANIFEST_TYPES | INDEX_TYPES))
 _CHUNK = 1 << 20
 _MAX_MANIFEST = 8 << 20
+_MAX_ERROR_BODY = 64 << 10
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError,
@@ -92,6 +93,26 @@ def _registry_message(body: bytes) -> str:
         if parts:
             return "; ".join(parts)
     return body[:200].decode("utf-8", "replace").strip()
+
+
+def _error_body(e: urllib.error.HTTPError) -> bytes:
+    """The start of an error answer's body (a broken or endless one reads as what arrived)."""
+    try:
+        return e.read(_MAX_ERROR_BODY)
+    except _NETWORK_ERRORS as exc:
+        partial = getattr(exc, "partial", b"")
+        return partial if isinstance(partial, bytes) else b""
+    finally:
+        e.close()
+
+
+def _declared_size(resp: http.client.HTTPResponse) -> int | None:
+    """The blob size a 200/206 answer declares (Content-Length / Content-Range), if any."""
+    if resp.status == 206:
+        match = re.match(r"bytes \d+-\d+/(\d+)$", resp.headers.get("Content-Range", "").strip())
+        return int(match.group(1)) if match else None
+    length = resp.headers.get("Content-Length", "")
+    return int(length) if length.strip().isdigit() else None
 
 
 class _NoRedirectAuth(urllib.request.HTTPRedirectHandler):
@@ -217,8 +238,7 @@ class Registry:
                 resp: http.client.HTTPResponse = self._opener.open(req, timeout=self.timeout)
             except urllib.error.HTTPError as e:
                 status = e.code
-                payload = e.read() if method != "HEAD" else b""
-                e.close()
+                payload = _error_body(e) if method != "HEAD" else b""
                 if status in ok:
                     raise RegistryError(f"{what}: unexpected redirect body", status) from None
                 if status == 401 and auth_tries < 2:
@@ -272,11 +292,25 @@ class Registry:
     def _get_manifest(self, ref: Reference, reference: str,
                       expect: Descriptor | None = None) -> tuple[Descriptor, bytes]:
         what = f"manifest {reference} of {ref}"
-        with self._request(ref, "GET", f"/v2/{ref.path}/manifests/{reference}", what,
-                           headers={"Accept": _ACCEPT}) as resp:
-            raw = resp.read(_MAX_MANIFEST + 1)
-            content_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
-            header_digest = resp.headers.get("Docker-Content-Digest")
+        attempt = 0
+        while True:
+            try:
+                with self._request(ref, "GET", f"/v2/{ref.path}/manifests/{reference}", what,
+                                   headers={"Accept": _ACCEPT}) as resp:
+                    raw = resp.read(_MAX_MANIFEST + 1)
+                    content_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
+                    header_digest = resp.headers.get("Docker-Content-Digest")
+                    declared = _declared_size(resp)
+                break
+            except _NETWORK_ERRORS as e:
+                if attempt >= self.retries:
+                    raise RegistryError(f"{what}: reading the answer failed {attempt + 1} "
+                                        f"times: {e or type(e).__name__}") from None
+                attempt += 1
+                self._sleep(attempt, None)
+        if declared is not None and declared != len(raw) and len(raw) <= _MAX_MANIFEST:
+            raise RegistryError(f"{what}: got {len(raw)} bytes, the registry declared "
+                                f"{declared} (truncated)")
         if len(raw) > _MAX_MANIFEST:
             raise RegistryError(f"{what}: larger than {_MAX_MANIFEST} bytes")
         digest = digest_of(raw)
@@ -315,6 +349,8 @@ class Registry:
                 except _Interrupted as e:
                     writer.keep()
                     if attempt >= self.retries:
+                        if not writer.offset:
+                            writer.discard()
                         raise RegistryError(
                             f"{what}: download interrupted {attempt + 1} times at byte "
                             f"{writer.offset} of {desc.size} (truncated): {e}") from None
@@ -325,7 +361,10 @@ class Registry:
                     writer.discard()
                     raise
                 except BaseException:
-                    writer.keep()
+                    if writer.offset:
+                        writer.keep()  # what arrived is resumed by the next pull
+                    else:
+                        writer.discard()
                     raise
                 if progress:
                     progress(Progress(desc.digest, "done", desc.size, desc.size))
@@ -345,6 +384,11 @@ class Registry:
                     raise _Interrupted("registry sent an unexpected range")
             elif writer.offset:
                 writer.restart()  # the registry ignored Range: start over
+            declared = _declared_size(resp)
+            if declared is not None and declared != desc.size:
+                raise DigestMismatchError(
+                    f"{what}: the registry serves {declared} bytes, the descriptor says "
+                    f"{desc.size}")
             if progress:
                 progress(Progress(desc.digest, "copying", writer.offset, desc.size))
             buf = memoryview(bytearray(_CHUNK))  # reused: no fresh pages per chunk
