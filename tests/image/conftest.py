@@ -131,8 +131,8 @@ class FakeRegistry:
     ``truncate``: blob digests served wrong or cut short; ``delay``: seconds before answering.
     Hostile switches, keyed by manifest reference or blob digest: ``raw[ref]`` a body served
     instead; ``lengths[ref]`` the Content-Length claimed (the connection closes after the
-    body; for a ``statuses`` suffix, of the error answer); ``reset``: the connection is reset (RST) halfway through the body;
-    ``redirects[ref]``: a 302 to that path.
+    body; for a ``statuses`` suffix, of the error answer); ``reset``: the connection is reset
+    (RST) halfway through the body; ``redirects[ref]``: a 302 to that path.
     """
 
     def __init__(self, image: BuiltImage, repo: str = "test/app", tag: str = "v1") -> None:
