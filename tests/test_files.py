@@ -94,3 +94,25 @@ def test_shared_locks_coexist(tmp_path: Path) -> None:
     lock = tmp_path / "lock"
     with _files.file_lock(lock, shared=True), _files.file_lock(lock, shared=True, blocking=False):
         pass
+
+
+def test_sweep_atomic_temps_removes_only_old_temp_files(tmp_path: Path) -> None:
+    """What a write killed inside atomic_write leaves (``.<name>.XXXXXXXX.tmp``), and only
+    when older than the given time; other files, names and directories stay."""
+    import tempfile
+
+    fd, made = tempfile.mkstemp(dir=tmp_path, prefix=".rec.json.", suffix=".tmp")
+    os.close(fd)  # exactly the name atomic_write's mkstemp gives
+    others = ["rec.json", ".rec.json.tmp", "x.abcdefgh.tmp", ".rec.json.ABCDEFGH.tmp"]
+    for name in others:
+        (tmp_path / name).write_text("x")
+    (tmp_path / ".dir.abcdefgh.tmp").mkdir()
+    for p in tmp_path.iterdir():
+        os.utime(p, (1, 1))
+    fresh = tmp_path / ".new.json.abcdefgh.tmp"
+    fresh.write_text("x")
+    assert _files.is_atomic_temp(Path(made).name)
+    assert _files.sweep_atomic_temps(tmp_path, older_than=100.0) == [Path(made)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*others, ".dir.abcdefgh.tmp", fresh.name])
+    assert _files.sweep_atomic_temps(tmp_path / "missing", older_than=100.0) == []
