@@ -30,7 +30,6 @@ from podkit.runtime.conmon import (
     Conmon,
     ConmonContainer,
     _exit_status_from_code,
-    _split_output,
     parse_detach_keys,
 )
 from podkit.runtime.errors import (
@@ -40,7 +39,7 @@ from podkit.runtime.errors import (
     OCIRuntimeError,
     RuntimeTimeoutError,
 )
-from podkit.runtime.logs import CRILogWriter, parse_cri_log_line, read_cri_log
+from podkit.runtime.logs import parse_cri_log_line, read_cri_log
 from podkit.runtime.runc import Runc
 from podkit.runtime.supervise import (
     AttachStream,
@@ -78,15 +77,6 @@ def test_record_round_trip_and_corrupt() -> None:
     assert ConmonContainer.from_dict(json.loads(json.dumps(record.to_dict())), "x") == record
     with pytest.raises(InvalidArgumentError, match=r"corrupt conmon state /s/conmon\.json"):
         ConmonContainer.from_dict({"id": "c"}, "/s/conmon.json")
-
-
-def test_split_output_restores_bytes(tmp_path: Path) -> None:
-    log = tmp_path / "exec.log"
-    with CRILogWriter(log, max_line=3) as writer:
-        writer.write("stdout", b"hello\nab")
-        writer.write("stderr", b"e\n")
-    assert _split_output(log) == (b"hello\nab", b"e\n")
-    assert _split_output(tmp_path / "missing.log") == (b"", b"")
 
 
 def sync_messages(tmp_path: Path, payload: bytes, want: int) -> list[tuple[int, str | None]]:

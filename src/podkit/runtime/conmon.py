@@ -68,8 +68,9 @@ from podkit.runtime.errors import (
     RuntimeTimeoutError,
     parse_runtime_error,
 )
-from podkit.runtime.io import wait_readable
-from podkit.runtime.logs import STDERR, STDOUT, parse_cri_log_line
+from podkit.runtime.io import CappedOutput, wait_readable
+from podkit.runtime.logs import STDERR, STDOUT
+from podkit.runtime.monitor import PidFileProcess
 
 __all__ = [
     "DEFAULT_DETACH_KEYS",
@@ -90,7 +91,6 @@ _META = "conmon.json"
 _SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1: conmon cuts a link path of this length
 _PRIVATE_DIR = 0o700
 _PRIVATE_FILE = 0o600
-_EXEC_OUTPUT_MAX = 16 * 1024 * 1024
 TIMED_OUT_MESSAGE = "command timed out"
 _DROPPED_ENV = (
     "_OCI_STARTPIPE", "_OCI_ATTACHPIPE", "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
@@ -676,11 +676,13 @@ class Conmon:
         timeout: float | None,
         want: int,
         runtime_log: Path | None = None,
+        stdio: tuple[int, int] | None = None,
     ) -> builtins.list[tuple[int, str | None]]:
         """Run conmon, return the first ``want`` sync-pipe messages ``(data, message)``.
 
         A message with negative data is turned into the runtime's typed error. conmon's own
-        stderr goes to a file in ``cwd`` (never a pipe the container could hold open).
+        stderr goes to a file in ``cwd`` (never a pipe the container could hold open), or
+        with ``stdio`` (``--log-path passthrough``) its stdout and stderr are those fds.
         """
         read_fd, write_fd = os.pipe()
         errfile = cwd / "conmon.stderr"
@@ -692,9 +694,10 @@ class Conmon:
             env["_OCI_SYNCPIPE"] = str(write_fd)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             with open(os.open(errfile, flags, _PRIVATE_FILE), "wb") as err:
+                out_fd, err_fd = stdio if stdio is not None else (err.fileno(), err.fileno())
                 proc = subprocess.Popen(
                     argv, pass_fds=(write_fd,), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                    stdout=err, stderr=err,
+                    stdout=out_fd, stderr=err_fd,
                 )
             os.close(write_fd)
             write_fd = -1
@@ -1064,9 +1067,11 @@ class Conmon:
     ) -> ExecResult:
         """Run a process in the container under a short-lived conmon and collect its output.
 
-        ``args`` (with the container's own env, user and cwd) or a whole ``oci.Process``.
-        ``timeout`` is rounded up to whole seconds (conmon's ``--timeout``); when it expires
-        conmon kills the process and :class:`RuntimeTimeoutError` is raised.
+        ``args`` (with the container's own env, user and cwd) or a whole ``oci.Process``. The
+        process writes straight into podkit's pipes (conmon's ``passthrough`` log driver); the
+        first ``EXEC_SYNC_OUTPUT_MAX`` bytes of stdout and of stderr are kept. ``timeout`` is
+        rounded up to whole seconds (conmon's ``--timeout``); when it expires conmon kills the
+        process group, and once the process is gone :class:`RuntimeTimeoutError` is raised.
         """
         record = self.get(id)
         if timeout is not None and timeout <= 0:
@@ -1074,10 +1079,11 @@ class Conmon:
         process = self._exec_process(record, args)
         cdir = self.container_dir(id)
         work = Path(tempfile.mkdtemp(prefix="exec-", dir=cdir))
+        output = CappedOutput()
+        victim = PidFileProcess(work / "pidfile")
         try:
             spec = work / "process.json"
             spec.write_text(json.dumps(process))
-            log = work / "exec.log"
             runtime_log = work / "runtime.log"
             argv = self._conmon_argv(
                 id,
@@ -1086,41 +1092,31 @@ class Conmon:
                 "--cuuid", f"{id}-exec-{uuid.uuid4().hex[:8]}",
                 "--exec",
                 "--exec-process-spec", os.fspath(spec),
-                "--container-pidfile", os.fspath(work / "pidfile"),
+                "--container-pidfile", os.fspath(victim.pid_path),
                 "--conmon-pidfile", os.fspath(work / "conmon.pid"),
-                "--log-path", f"k8s-file:{log}",
-                "--log-size-max", str(_EXEC_OUTPUT_MAX),
+                "--log-path", "passthrough",
             )
             if timeout is not None:
                 argv += ["--timeout", str(max(1, math.ceil(timeout)))]
             wait_for = None if timeout is None else math.ceil(timeout) + 30.0
+            _, out_w, err_w = output.child_fds()
+            assert out_w is not None and err_w is not None
             try:
                 messages = self._spawn(
-                    argv, work, wait_for, want=2, runtime_log=runtime_log
+                    argv, work, wait_for, want=2, runtime_log=runtime_log, stdio=(out_w, err_w)
                 )
+            except RuntimeTimeoutError:
+                victim.kill()  # conmon did (its process group); a late conmon did not
+                raise
             finally:
+                output.close_after_start()
                 conmon_pid = _read_int_file(work / "conmon.pid")
                 if conmon_pid:
                     self._stop_monitor(conmon_pid, spec, grace=10.0)
-            exit_code = messages[1][0]
-            stdout, stderr = _split_output(log)
-            return ExecResult(exit_code=exit_code, stdout=stdout, stderr=stderr)
+                victim.wait_gone()
+            stdout, stderr = output.finish()
+            return ExecResult(exit_code=messages[1][0], stdout=stdout, stderr=stderr)
         finally:
+            output.close()
+            victim.close()
             shutil.rmtree(work, ignore_errors=True)
-
-
-def _split_output(log: Path) -> tuple[bytes, bytes]:
-    """Raw stdout and stderr bytes back from a CRI log (P records carry no newline)."""
-    out = {STDOUT: bytearray(), STDERR: bytearray()}
-    if not log.exists():
-        return b"", b""
-    with open(log, "rb") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            entry = parse_cri_log_line(line, where=f"line {number} of {log}")
-            out[entry.stream] += entry.content
-            if not entry.partial:
-                out[entry.stream] += b"\n"
-    return bytes(out[STDOUT]), bytes(out[STDERR])
-

@@ -11,15 +11,31 @@ same protocol.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
 import os
 import select
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO as _FileObj
 from typing import Protocol, runtime_checkable
 
-__all__ = ["IO", "FileIO", "InheritIO", "NullIO", "PipeIO", "wait_readable"]
+__all__ = [
+    "EXEC_SYNC_OUTPUT_MAX",
+    "IO",
+    "CappedOutput",
+    "FileIO",
+    "InheritIO",
+    "NullIO",
+    "PipeIO",
+    "wait_readable",
+]
+
+EXEC_SYNC_OUTPUT_MAX = 16 * 1024 * 1024
+"""Bytes of stdout, and of stderr, that ``exec_sync`` keeps (containerd's and CRI-O's cap)."""
+
+_CHUNK = 64 * 1024
 
 
 def wait_readable(fds: Iterable[int], timeout: float | None) -> set[int]:
@@ -203,3 +219,103 @@ class FileIO:
         for fd in self._fds:
             _close(fd)
         self._fds = []
+
+
+class CappedOutput:
+    """stdout and stderr pipes read on a thread; the first ``limit`` bytes of each are kept.
+
+    Output past ``limit`` is read and dropped, so the writer never blocks and keeps its exit
+    code. :meth:`finish` (once the process has exited) takes what is left in the pipes without
+    waiting for EOF, so a background child that inherited them cannot hold the caller.
+    """
+
+    def __init__(self, limit: int = EXEC_SYNC_OUTPUT_MAX) -> None:
+        self.limit = limit
+        self.kept = (bytearray(), bytearray())
+        self.dropped = [0, 0]
+        self._read: list[int] = []
+        self._child: list[int | None] = [None, None]
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            for i in range(2):
+                r, w = os.pipe2(os.O_CLOEXEC)
+                os.set_blocking(r, False)
+                os.fchmod(w, 0o622)  # a non-root process may open /dev/stdout (its /proc fd)
+                self._read.append(r)
+                self._child[i] = w
+        except BaseException:
+            self.close()
+            raise
+        self._thread = threading.Thread(target=self._pump, name="podkit-exec-output",
+                                        daemon=True)
+        self._thread.start()
+
+    def child_fds(self) -> tuple[int | None, int | None, int | None]:
+        """``/dev/null`` stdin, the write ends of the two pipes."""
+        return None, self._child[0], self._child[1]
+
+    def close_after_start(self) -> None:
+        """Close the parent's copies of the write ends."""
+        for i, fd in enumerate(self._child):
+            _close(fd)
+            self._child[i] = None
+
+    def finish(self) -> tuple[bytes, bytes]:
+        """Take what is buffered in the pipes, stop reading; the kept stdout and stderr."""
+        with contextlib.suppress(OSError):
+            os.write(self._stop_w, b"x")
+        self._thread.join()
+        return bytes(self.kept[0]), bytes(self.kept[1])
+
+    def close(self) -> None:
+        """Stop the reader and close every descriptor."""
+        self.close_after_start()
+        if getattr(self, "_thread", None) is not None and self._thread.is_alive():
+            self.finish()
+        for fd in (*self._read, self._stop_r, self._stop_w):
+            _close(fd)
+        self._read = []
+        self._stop_r = self._stop_w = -1
+
+    def _pump(self) -> None:
+        open_fds = dict(zip(self._read, range(2), strict=True))
+        poller = select.poll()
+        for fd in (*open_fds, self._stop_r):
+            poller.register(fd, select.POLLIN)
+        while open_fds:
+            ready = {fd for fd, _ in poller.poll()}
+            for fd in ready & open_fds.keys():
+                if not self._read_once(fd, open_fds[fd]):
+                    poller.unregister(fd)
+                    del open_fds[fd]
+            if self._stop_r in ready:
+                for fd, i in open_fds.items():
+                    self._drain(fd, i)
+                return
+
+    def _read_once(self, fd: int, i: int) -> bool:
+        """One read into stream ``i``; False at EOF."""
+        try:
+            chunk = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return True
+        self._keep(i, chunk)
+        return bool(chunk)
+
+    def _drain(self, fd: int, i: int) -> None:
+        """What the pipe holds now (at most its capacity more), without waiting for EOF."""
+        budget = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+        while budget > 0:
+            try:
+                chunk = os.read(fd, min(_CHUNK, budget))
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self._keep(i, chunk)
+            budget -= len(chunk)
+
+    def _keep(self, i: int, chunk: bytes) -> None:
+        room = self.limit - len(self.kept[i])
+        self.kept[i].extend(chunk[:max(room, 0)])
+        self.dropped[i] += max(len(chunk) - max(room, 0), 0)

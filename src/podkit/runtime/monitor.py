@@ -32,15 +32,26 @@ import datetime as _dt
 import glob
 import os
 import select
+import signal as _signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from podkit.errors import ConflictError
 from podkit.runtime.base import ExitStatus
 from podkit.runtime.errors import NotFoundError, RuntimeTimeoutError
 
-__all__ = ["Monitor", "Subscription", "default_monitor", "is_subreaper", "set_subreaper"]
+__all__ = [
+    "Monitor",
+    "PidFileProcess",
+    "Subscription",
+    "default_monitor",
+    "is_subreaper",
+    "kill_process_group",
+    "set_subreaper",
+    "wait_gone",
+]
 
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
@@ -330,3 +341,90 @@ def default_monitor() -> Monitor:
         if _DEFAULT is None:
             _DEFAULT = Monitor()
         return _DEFAULT
+
+
+# -- a process that must be gone before a call returns (exec_sync on timeout) ----------------
+
+
+def kill_process_group(pidfd: int, pid: int) -> None:
+    """SIGKILL the process behind ``pidfd`` and its process group (never ours, never pgid 1).
+
+    ``pid`` is the process's pid; the group is looked up while the pidfd shows it still
+    exists, so a recycled pid is never signalled.
+    """
+    try:
+        _signal.pidfd_send_signal(pidfd, 0)
+        pgid = os.getpgid(pid)
+        _signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return
+    if pgid > 1 and pgid != os.getpgrp():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, _signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        _signal.pidfd_send_signal(pidfd, _signal.SIGKILL)
+
+
+def wait_gone(pidfd: int, timeout: float) -> bool:
+    """Wait until the process behind ``pidfd`` has exited and been reaped; True once gone.
+
+    Its exit is waited for on the pidfd. Our child (a subreaper inherits orphans) is reaped
+    here at once; another parent's zombie is checked for every few milliseconds until reaped.
+    """
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    if not poller.poll(max(int(timeout * 1000), 0)):
+        return False
+    delay = 0.0005
+    while True:
+        with contextlib.suppress(ChildProcessError):
+            os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG)
+        try:
+            _signal.pidfd_send_signal(pidfd, 0)
+        except ProcessLookupError:
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.02)
+
+
+class PidFileProcess:
+    """The process whose pid a runtime wrote to ``pid_path``: killed with its group, waited for.
+
+    The pidfd is opened on first use, so a recycled pid is never signalled afterwards.
+    """
+
+    def __init__(self, pid_path: str | os.PathLike[str]) -> None:
+        self.pid_path = Path(pid_path)
+        self.pid = 0
+        self.pidfd = -1
+
+    def _open(self) -> bool:
+        if self.pidfd < 0:
+            try:
+                self.pid = int(self.pid_path.read_text().strip())
+                self.pidfd = os.pidfd_open(self.pid)
+            except (OSError, ValueError):
+                return False
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the process and its process group (nothing if the pid file is not there)."""
+        if self._open():
+            kill_process_group(self.pidfd, self.pid)
+
+    def wait_gone(self, timeout: float = 10.0) -> None:
+        """Return once the process has exited and been reaped; ``RuntimeTimeoutError`` if not."""
+        if self.pidfd >= 0 and not wait_gone(self.pidfd, timeout):
+            raise RuntimeTimeoutError(
+                f"process {self.pid} (from {self.pid_path}) still exists {timeout} s after SIGKILL"
+            )
+
+    def close(self) -> None:
+        """Close the pidfd."""
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1

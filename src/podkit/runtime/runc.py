@@ -46,8 +46,8 @@ from podkit.runtime.errors import (
     UnsupportedOperationError,
     parse_runtime_error,
 )
-from podkit.runtime.io import IO, NullIO
-from podkit.runtime.monitor import Monitor, Subscription, default_monitor
+from podkit.runtime.io import IO, CappedOutput, NullIO
+from podkit.runtime.monitor import Monitor, PidFileProcess, Subscription, default_monitor
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -1215,8 +1215,10 @@ class Runc:
     ) -> ExecResult:
         """Run ``args`` in the container (its own process settings), wait, return the output.
 
-        stdout/stderr go to anonymous files (never a pipe). After ``timeout`` seconds the
-        exec'd process and the runtime command are killed and ``RuntimeTimeoutError`` raised.
+        Keeps the first ``EXEC_SYNC_OUTPUT_MAX`` bytes of stdout and of stderr (the rest is read
+        and dropped; the exit code stays). After ``timeout`` seconds the exec'd process, its
+        process group and the runtime command are killed, and once they are gone (reaped)
+        ``RuntimeTimeoutError`` is raised.
         """
         _files.validate_id(id, "container ID")
         if not args:
@@ -1236,19 +1238,25 @@ class Runc:
             if user is not None:
                 argv += ["--user", user]
             argv += [id, *args]
-            out_fd, err_fd = _memfd("exec-stdout"), _memfd("exec-stderr")
-            io = _FdIO(out_fd, err_fd)
+            output = CappedOutput()
+            victim = PidFileProcess(pid_path)
             try:
-                res = self._run(argv, io=io, capture=False,
-                                timeout=timeout if timeout is not None else 0, check=False,
-                                on_timeout=lambda: self._kill_pid_file(pid_path))
+                try:
+                    res = self._run(argv, io=output, capture=False,
+                                    timeout=timeout if timeout is not None else 0, check=False,
+                                    on_timeout=victim.kill)
+                except RuntimeTimeoutError:
+                    victim.kill()  # the pid file may have appeared while runc was killed
+                    victim.wait_gone()
+                    raise
+                stdout, stderr = output.finish()
                 if res.returncode != 0 and _last_error(res.log):
                     raise self._error(res.returncode, self.command(*argv), res.log)
                 rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
-                return ExecResult(exit_code=rc, stdout=_read_fd(out_fd), stderr=_read_fd(err_fd))
+                return ExecResult(exit_code=rc, stdout=stdout, stderr=stderr)
             finally:
-                os.close(out_fd)
-                os.close(err_fd)
+                output.close()
+                victim.close()
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(pid_path)
 
@@ -1326,23 +1334,6 @@ class Runc:
             pass
         result.exit_status = self.wait(id, max(timeout, 10.0))
         return result
-
-
-class _FdIO:
-    """IO over descriptors the caller owns: stdin /dev/null, stdout/stderr as given."""
-
-    def __init__(self, out_fd: int, err_fd: int) -> None:
-        self._fds = (out_fd, err_fd)
-
-    def child_fds(self) -> tuple[int | None, int | None, int | None]:
-        """``/dev/null`` stdin, the given stdout and stderr."""
-        return None, self._fds[0], self._fds[1]
-
-    def close_after_start(self) -> None:
-        """Nothing: the caller closes its descriptors."""
-
-    def close(self) -> None:
-        """Nothing: the caller closes its descriptors."""
 
 
 def _cgroups_path(b: Bundle) -> str | None:

@@ -1,0 +1,165 @@
+"""exec_sync on both supervisors (in-process ``Runc``, conmon) with real runc 1.1.5 and crun 1.8.1.
+
+Output up to ``EXEC_SYNC_OUTPUT_MAX`` (16 MiB) per stream comes back whole, past it exactly the
+cap, with the exit code kept. After a timeout the exec'd process (and its process group) is
+gone, reaped, before exec_sync raises. Run inside scripts/isolated (crun needs its private
+mount namespace); IDs start with ``pk-es-``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import _leaks
+from conftest import require_binary, require_isolated
+from podkit.runtime import Runc, RuntimeTimeoutError
+from podkit.runtime.base import ExecResult
+from podkit.runtime.conmon import Conmon
+from podkit.runtime.errors import NotFoundError
+from podkit.runtime.io import EXEC_SYNC_OUTPUT_MAX
+from podkit.runtime.supervise import ConmonSupervisor, InProcessSupervisor, Supervisor
+
+from ._bundles import busybox_config
+
+pytestmark = pytest.mark.integration
+
+CAP = EXEC_SYNC_OUTPUT_MAX
+
+
+class Pod:
+    """One running busybox container under a supervisor, with a uniquely named busybox copy.
+
+    Processes started as ``/x/<tool>`` have the comm ``<tool>``, so this test can find them
+    (alive or zombie) in ``/proc`` however they were started.
+    """
+
+    def __init__(self, sup: Supervisor, runc: Runc, tmp: Path, rootfs: Path) -> None:
+        self.sup, self.runc = sup, runc
+        self.id = f"pk-es-{uuid.uuid4().hex[:8]}"
+        self.tool = f"busybox{uuid.uuid4().hex[:6]}"
+        tools = tmp / "tools"
+        tools.mkdir()
+        shutil.copy2("/bin/busybox", tools / self.tool)
+        bundle = tmp / "bundle"
+        bundle.mkdir()
+        mount = {"destination": "/x", "type": "bind", "source": os.fspath(tools),
+                 "options": ["rbind", "ro"]}
+        config = busybox_config(rootfs, ["sleep", "1000"], f"/{self.id}", mounts=[mount])
+        (bundle / "config.json").write_text(json.dumps(config))
+        self.init = sup.start(self.id, bundle, log_path=tmp / "logs" / "init.log")
+
+    def exec_sync(self, script: str, timeout: float | None = 60) -> ExecResult:
+        return self.sup.exec_sync(self.id, ["sh", "-c", script], timeout)
+
+    def tool_procs(self) -> dict[int, tuple[str, int]]:
+        """``pid: (state, ppid)`` of processes (zombies too) running this pod's busybox copy."""
+        found = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    stat = (entry / "stat").read_bytes()
+                    if stat[stat.index(b"(") + 1:stat.rindex(b")")] == self.tool.encode():
+                        state, ppid = stat[stat.rindex(b")") + 2:].split()[:2]
+                        found[int(entry.name)] = (state.decode(), int(ppid))
+        return found
+
+
+@pytest.fixture(params=["runc", "crun"])
+def runc(request: pytest.FixtureRequest, tmp_path: Path) -> Runc:
+    require_isolated()
+    require_binary(request.param)
+    _leaks.register_runtime_root(tmp_path / "rt")
+    return Runc(request.param, root=tmp_path / "rt", timeout=60)
+
+
+@pytest.fixture(params=["inprocess", "conmon"])
+def pod(request: pytest.FixtureRequest, runc: Runc, tmp_path: Path,
+        busybox_rootfs: Path) -> Iterator[Pod]:
+    sup: Supervisor
+    if request.param == "conmon":
+        require_binary("conmon")
+        sup = ConmonSupervisor(Conmon(runc, state_dir=tmp_path / "cm"))
+    else:
+        sup = InProcessSupervisor(runc)
+    p = Pod(sup, runc, tmp_path, busybox_rootfs)
+    yield p
+    with contextlib.suppress(NotFoundError):
+        sup.delete(p.id, force=True)
+    assert runc.list() == []
+    unified = Path("/sys/fs/cgroup/unified")
+    if not os.path.ismount(unified):  # crun's stray cgroup2 dir under scripts/isolated
+        shutil.rmtree(unified / p.id, ignore_errors=True)
+
+
+# -- defect 8: output up to the cap whole, past it exactly the cap -------------------------
+
+
+@pytest.mark.parametrize("size", [1 << 20, CAP - 1, CAP, CAP + 1, 50_000_000])
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_output_up_to_the_cap_whole_and_cut_exactly_at_it(
+    pod: Pod, size: int, stream: str
+) -> None:
+    big, small = ("", " >&2") if stream == "stdout" else (" >&2", "")
+    res = pod.exec_sync(f"head -c {size} /dev/zero | tr '\\0' x{big}; echo end{small}; exit 7")
+    kept = min(size, CAP)
+    out, other = (res.stdout, res.stderr) if stream == "stdout" else (res.stderr, res.stdout)
+    assert res.exit_code == 7
+    assert len(out) == kept
+    assert out == b"x" * kept
+    assert other == b"end\n"
+
+
+def test_both_streams_full_at_once_and_newline_dense(pod: Pod) -> None:
+    # 8 MiB of newlines on stdout (one CRI log record per byte would be ~45x that) and 8 MiB
+    # of text on stderr, written concurrently: both arrive complete and in order
+    script = ("head -c 8388608 /dev/zero | tr '\\0' '\\n' & "
+              "seq 1 1000000 >&2; wait")
+    res = pod.exec_sync(script)
+    assert res.exit_code == 0
+    assert res.stdout == b"\n" * 8388608
+    expected = "".join(f"{i}\n" for i in range(1, 1000001)).encode()
+    assert hashlib.sha256(res.stderr).hexdigest() == hashlib.sha256(expected).hexdigest()
+
+
+def test_a_background_child_holding_the_pipes_does_not_hold_exec_sync(pod: Pod) -> None:
+    # the shell exits at once; its child keeps stdout and stderr open for 8 s. exec_sync
+    # returns when the shell's exit is reported, without waiting for EOF: under conmon the child
+    # still runs then (a foreground `runc exec` / `crun exec` waits for it by itself)
+    res = pod.exec_sync(f"echo started; /x/{pod.tool} sleep 8 & exit 0", timeout=30)
+    assert (res.exit_code, res.stdout, res.stderr) == (0, b"started\n", b"")
+    alive = [pid for pid, (state, _) in pod.tool_procs().items() if state != "Z"]
+    if isinstance(pod.sup, ConmonSupervisor):
+        assert len(alive) == 1
+    for pid in alive:
+        os.kill(pid, 9)
+
+
+# -- defect 11: a timed-out process is gone before exec_sync returns ------------------------
+
+
+def test_timed_out_process_is_gone_when_exec_sync_raises(pod: Pod) -> None:
+    for attempt in range(20):
+        with pytest.raises(RuntimeTimeoutError):
+            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], 0.5)
+        assert pod.tool_procs() == {}, f"attempt {attempt}: the exec'd sleep is still there"
+        assert pod.runc.ps(pod.id) == [pod.init]
+
+
+def test_timed_out_process_group_is_killed_too(pod: Pod) -> None:
+    # the exec'd shell and its children (its process group) are all killed; the shell is
+    # reaped, its children are left as zombies of the container's init (a `sleep` here, which
+    # never reaps: a pod's pause process would)
+    script = f"/x/{pod.tool} sleep 100 & /x/{pod.tool} sleep 100 & /x/{pod.tool} sleep 100"
+    with pytest.raises(RuntimeTimeoutError):
+        pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sh", "-c", script], 0.5)
+    procs = pod.tool_procs()
+    assert sorted(procs.values()) == [("Z", pod.init)] * 2
