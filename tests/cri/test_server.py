@@ -465,6 +465,12 @@ def test_exec_sync_timeout_is_deadline_exceeded(harness: Harness) -> None:
         with pytest.raises(grpc.RpcError) as exc:
             h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["sleep", "30"], timeout=1))
         assert exc.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # the timed-out sleep is already gone (killed and reaped, no zombie): only the init
+        ps = h.rt.ExecSync(pb.ExecSyncRequest(container_id=cid, cmd=["ps", "-o", "pid,comm"],
+                                              timeout=10))
+        sleeps = [line.split()[0] for line in ps.stdout.decode().splitlines()[1:]
+                  if line.split()[1:] == ["sleep"]]
+        assert sleeps == ["1"], ps.stdout
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
 
