@@ -223,11 +223,46 @@ def test_unresolvable_lists_every_unknown_name_and_leaves_spec(two_vendors: cdi.
     spec = oci.Spec(process=oci.Process(env=["A=1"]))
     before = spec.to_dict()
     with pytest.raises(cdi.UnresolvableDevicesError) as exc:
-        two_vendors.inject_devices(spec, ["x.com/c=1", "a.com/c=a1", "/dev/null", "x.com/c=1"])
-    assert exc.value.devices == ["x.com/c=1", "/dev/null", "x.com/c=1"]
-    assert str(exc.value) == "unresolvable CDI devices x.com/c=1, /dev/null, x.com/c=1"
+        two_vendors.inject_devices(spec, ["x.com/c=1", "a.com/c=a1", "y.com/c=2", "x.com/c=1"])
+    assert exc.value.devices == ["x.com/c=1", "y.com/c=2", "x.com/c=1"]
+    assert str(exc.value) == "unresolvable CDI devices x.com/c=1, y.com/c=2, x.com/c=1"
     assert isinstance(exc.value, LookupError)
     assert spec.to_dict() == before
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("vendor.com/gpu", 'unqualified device "vendor.com/gpu", missing vendor (expected '
+                       "vendor/class=name)"),
+    ("gpu=0", 'unqualified device "gpu=0", missing vendor'),
+    ("/dev/null", 'unqualified device "/dev/null", missing vendor'),
+    ("", 'unqualified device "", missing vendor'),
+    ("VENDOR/x=y", None),  # valid syntax (upper case is allowed): merely unknown
+    ("_v.com/c=d", 'invalid device "_v.com/c=d": invalid vendor. "_v.com", should start with '
+                   "letter"),
+    ("v.com/c=d e", "invalid character ' ' in device name \"d e\""),
+])
+def test_malformed_name_is_a_name_error_not_unresolvable(two_vendors: cdi.Cache, name: str,
+                                                         why: str | None) -> None:
+    spec = oci.Spec(process=oci.Process(env=["A=1"]))
+    before = spec.to_dict()
+    if why is None:
+        with pytest.raises(cdi.UnresolvableDevicesError):
+            two_vendors.inject_devices(spec, ["a.com/c=a1", name])
+        return
+    with pytest.raises(cdi.InvalidDeviceNamesError) as exc:
+        two_vendors.inject_devices(spec, ["a.com/c=a1", name, "x.com/c=unknown"])
+    assert not isinstance(exc.value, cdi.UnresolvableDevicesError)
+    assert isinstance(exc.value, cdi.InvalidNameError) and isinstance(exc.value, ValueError)
+    assert exc.value.devices == [name]
+    assert why in exc.value.problems[name] and why in str(exc.value)
+    assert spec.to_dict() == before
+
+
+def test_every_malformed_name_is_listed(two_vendors: cdi.Cache) -> None:
+    with pytest.raises(cdi.InvalidDeviceNamesError) as exc:
+        two_vendors.resolve(["gpu=0", "a.com/c=a1", "vendor.com/gpu", "gpu=0", 7])  # type: ignore[list-item]
+    assert exc.value.devices == ["gpu=0", "vendor.com/gpu", "7"]
+    assert "device name 7 is a int, not a string" in str(exc.value)
 
 
 def test_inject_nothing_is_a_no_op(two_vendors: cdi.Cache) -> None:

@@ -100,3 +100,35 @@ def test_watch_prints_changes(specdir: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_malformed_names_are_name_errors(specdir: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev")
+    assert rc == 1 and 'unqualified device "vendor.com/dev", missing vendor' in err
+    rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev=nope")
+    assert rc == 1 and "unresolvable CDI devices vendor.com/dev=nope" in err
+    cfg = tmp_path / "config.json"
+    cfg.write_text(oci.Spec().to_json())
+    rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "inject", str(cfg),
+                     "vendor.com/dev=zero", "gpu=0")
+    assert rc == 1 and "invalid CDI device names" in err and '"gpu=0"' in err
+    assert "unresolvable" not in err
+
+
+def test_schema_option(specdir: Path, tmp_path: Path, shared: Path,
+                       capsys: pytest.CaptureFixture[str]) -> None:
+    neg = {"cdiVersion": "0.3.0", "kind": "neg.com/c", "devices": [
+        {"name": "d", "containerEdits": {"hooks": [
+            {"hookName": "prestart", "path": "/bin/true", "timeout": -1}]}}]}
+    (specdir / "neg.json").write_text(json.dumps(neg))
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list")
+    assert (rc, out) == (0, "neg.com/c=d\nvendor.com/dev=zero\n")
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "--schema", "list")
+    assert (rc, out) == (0, "vendor.com/dev=zero\n")
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "--schema", "validate")
+    assert rc == 1 and "neg.json" in out and "schema validation failed" in out
+    own = shared / "fixtures/cdi/schema/schema.json"
+    rc, out, _ = run(capsys, "cdi", "--schema-file", str(own), "validate",
+                     str(specdir / "neg.json"), str(specdir / "a.yaml"))
+    assert rc == 1 and "neg.json" in out and "a.yaml" not in out

@@ -13,9 +13,20 @@ from podkit import cdi, oci
 from podkit.errors import InvalidArgumentError
 
 
+def _validator(args: argparse.Namespace) -> cdi.SpecValidator | None:
+    """The ``--schema`` / ``--schema-file`` validator, if asked for."""
+    if not args.schema and not args.schema_file:
+        return None
+    from podkit.cdi import schema
+
+    if args.schema_file:
+        return schema.SchemaValidator.from_file(args.schema_file)
+    return schema.builtin()
+
+
 def _cache(args: argparse.Namespace, *, auto_refresh: bool = False) -> cdi.Cache:
     dirs = args.spec_dirs or cdi.DEFAULT_SPEC_DIRS
-    return cdi.Cache(dirs, auto_refresh=auto_refresh)
+    return cdi.Cache(dirs, auto_refresh=auto_refresh, spec_validator=_validator(args))
 
 
 def _emit(data: Any, fmt: str) -> None:
@@ -54,6 +65,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    cdi.parse_qualified_name(args.name)  # a malformed name is a name error, not "unknown"
     with _cache(args) as c:
         d = c.get_device(args.name)
         if d is None:
@@ -65,9 +77,11 @@ def _show(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     problems: dict[str, list[str]] = {}
     if args.files:
+        extra = _validator(args)
         for f in args.files:
             try:
-                cdi.load_spec(f)
+                spec = cdi.load_spec(f)
+                cdi.run_spec_validators(spec, [extra] if extra else [], f)
             except cdi.SpecError as e:
                 problems[f] = [str(e)]
     else:
@@ -152,6 +166,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--spec-dir", dest="spec_dirs", action="append", metavar="DIR",
                    help="spec directory, lowest priority first (repeat; default "
                         "/etc/cdi then /var/run/cdi)")
+    p.add_argument("--schema", action="store_true",
+                   help="also validate every spec against the official CDI JSON schema")
+    p.add_argument("--schema-file", metavar="SCHEMA_JSON",
+                   help="also validate every spec against this JSON schema file")
     sub = p.add_subparsers(dest="cdi_command", metavar="COMMAND")
     sub.required = True
 

@@ -28,6 +28,7 @@ import attrs
 
 from podkit import _files, oci
 from podkit.cdi import names as _names
+from podkit.cdi import validator as _validator
 from podkit.cdi.edits import EditError, StatFunc, apply_edits, merge_edits
 from podkit.cdi.spec import (
     ContainerEdits,
@@ -36,6 +37,7 @@ from podkit.cdi.spec import (
     SpecError,
     dump_spec,
     minimum_required_version,
+    run_spec_validators,
     spec_from_file_data,
     validate_spec,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "DEFAULT_STATIC_DIR",
     "Cache",
     "InjectionError",
+    "InvalidDeviceNamesError",
     "LoadedDevice",
     "LoadedSpec",
     "UnresolvableDevicesError",
@@ -73,6 +76,29 @@ class UnresolvableDevicesError(NotFoundError):
     def __init__(self, devices: Sequence[str]) -> None:
         self.devices = list(devices)
         super().__init__(f"unresolvable CDI devices {', '.join(self.devices)}")
+
+
+class InvalidDeviceNamesError(_names.InvalidNameError):
+    """Requested names that are not ``vendor/class=name``; ``problems`` maps each to why."""
+
+    def __init__(self, problems: Mapping[str, str]) -> None:
+        self.problems = dict(problems)
+        self.devices = list(self.problems)
+        super().__init__("invalid CDI device names: " + "; ".join(self.problems.values()))
+
+
+def _name_problems(names: Iterable[object]) -> dict[str, str]:
+    """Each requested name that is not a valid qualified name, with the reason (in order)."""
+    out: dict[str, str] = {}
+    for name in names:
+        if not isinstance(name, str):
+            out[repr(name)] = f"device name {name!r} is a {type(name).__name__}, not a string"
+            continue
+        try:
+            _names.parse_qualified_name(name)
+        except _names.InvalidNameError as e:
+            out[name] = str(e)
+    return out
 
 
 class InjectionError(PodkitError):
@@ -128,7 +154,8 @@ class _Snapshot:
 
 
 _EMPTY = _Snapshot(devices={}, specs=(), errors={})
-_StatKey = tuple[int, int, int, int, int]
+_Tag = tuple[int, int, int]  # priority, process-wide validator generation, cache validator gen
+_StatKey = tuple[int, int, int, int, _Tag]
 
 
 def _check_spec_name(name: str) -> str:
@@ -177,7 +204,9 @@ class Cache:
     ``auto_refresh=True`` watches the directories (inotify) so every query sees the files as
     they are when it starts; with ``False`` only :meth:`refresh` rescans. ``stat`` looks up host
     device nodes at injection time (``os.lstat``; replace it in tests). ``file_mode`` is the
-    mode of spec files written by :meth:`write_spec`.
+    mode of spec files written by :meth:`write_spec`. ``spec_validator`` is this cache's extra
+    spec validator; it runs after the process-wide one (``cdi.set_spec_validator``) on every
+    spec loaded or written.
     """
 
     def __init__(
@@ -187,13 +216,18 @@ class Cache:
         auto_refresh: bool = True,
         stat: StatFunc = os.lstat,
         file_mode: int = 0o644,
+        spec_validator: _validator.SpecValidator | None = None,
     ) -> None:
         dirs = tuple(posixpath.normpath(os.fspath(d)) for d in spec_dirs)
         self._dirs = dirs or DEFAULT_SPEC_DIRS
         self._stat = stat
         self._file_mode = file_mode
+        self._check_validator(spec_validator)
+        self._validator = spec_validator
+        self._validator_gen = 0
         self._lock = threading.RLock()
         self._snap = _EMPTY
+        self._snap_gens = (-1, -1)
         self._parsed: dict[str, tuple[_StatKey, LoadedSpec | str]] = {}
         self._dir_errors: dict[str, str] = {}
         self._changed = threading.Condition()
@@ -263,17 +297,41 @@ class Cache:
                 lambda: self._generation != start or self._closed, timeout
             )
 
+    # -- spec validators --------------------------------------------------------------------
+
+    @staticmethod
+    def _check_validator(fn: _validator.SpecValidator | None) -> None:
+        if fn is not None and not callable(fn):
+            raise TypeError(f"spec validator must be callable or None, got {type(fn).__name__}")
+
+    @property
+    def spec_validator(self) -> _validator.SpecValidator | None:
+        """This cache's own spec validator (the process-wide one runs too)."""
+        return self._validator
+
+    def set_spec_validator(self, fn: _validator.SpecValidator | None) -> None:
+        """Replace this cache's own spec validator (``None`` removes it) and rescan now."""
+        self._check_validator(fn)
+        with self._lock:
+            self._validator = fn
+            self._validator_gen += 1
+            self._scan(full=True)
+
+    def _gens(self) -> tuple[int, int]:
+        return _validator.validator_generation(), self._validator_gen
+
     # -- scanning ---------------------------------------------------------------------------
 
     def _load(self, path: str, priority: int, trust: bool) -> LoadedSpec | str | None:
         """Load one spec file (or reuse it if unchanged); None if it is not a regular file.
 
         ``trust``: the watcher saw no event for this path, so a cached result is reused
-        without even opening the file.
+        without even opening the file. A result from other validators is never reused.
         """
+        tag: _Tag = (priority, *self._gens())
         if trust:
             cached = self._parsed.get(path)
-            if cached is not None and cached[0][-1] == priority:
+            if cached is not None and cached[0][-1] == tag:
                 return cached[1]
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -285,7 +343,7 @@ class Cache:
             st = os.fstat(fd)
             if not _stat.S_ISREG(st.st_mode):
                 return None
-            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, priority)
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, tag)
             cached = self._parsed.get(path)
             if cached is not None and cached[0] == key:
                 return cached[1]
@@ -301,7 +359,8 @@ class Cache:
             os.close(fd)
         result: LoadedSpec | str
         try:
-            spec = spec_from_file_data(b"".join(chunks), path)
+            spec = spec_from_file_data(b"".join(chunks), path,
+                                       validators=_validator.active(self._validator))
             result = LoadedSpec(spec=spec, path=path, priority=priority)
         except SpecError as e:
             result = f"failed to load CDI Spec: {e}"
@@ -324,6 +383,7 @@ class Cache:
             for path in changed:
                 self._parsed.pop(path, None)
         trust = not full and self._watcher is not None and not self._watcher.degraded
+        self._snap_gens = self._gens()
         devices: dict[str, LoadedDevice] = {}
         specs: list[LoadedSpec] = []
         errors: dict[str, list[str]] = {}
@@ -381,7 +441,7 @@ class Cache:
             return self._snap
         with self._lock:
             changed = watcher.poll()
-            if changed:
+            if changed or self._snap_gens != self._gens():
                 self._scan(full=ALL_CHANGED in changed, changed=changed)
             return self._snap
 
@@ -444,8 +504,13 @@ class Cache:
     def resolve(self, names: Iterable[str]) -> ContainerEdits:
         """The merged edits for ``names`` (spec-level edits first, each once per spec).
 
-        Raises :class:`UnresolvableDevicesError` naming every unknown device.
+        Raises :class:`InvalidDeviceNamesError` naming every malformed name and why, else
+        :class:`UnresolvableDevicesError` naming every unknown device.
         """
+        names = list(names)
+        problems = _name_problems(names)
+        if problems:
+            raise InvalidDeviceNamesError(problems)
         snap = self._current()
         unresolved: list[str] = []
         edits: list[ContainerEdits | None] = []
@@ -470,9 +535,10 @@ class Cache:
     def inject_devices(self, oci_spec: oci.Spec | None, names: Iterable[str]) -> list[str]:
         """Apply the edits of the named devices to ``oci_spec``; all or nothing.
 
-        Returns the injected qualified names (duplicates removed). Unknown names raise
-        :class:`UnresolvableDevicesError`; edits that fail to apply raise
-        :class:`InjectionError`. In both cases ``oci_spec`` is unchanged.
+        Returns the injected qualified names (duplicates removed). Malformed names raise
+        :class:`InvalidDeviceNamesError`, unknown ones :class:`UnresolvableDevicesError`;
+        edits that fail to apply raise :class:`InjectionError`. In each case ``oci_spec`` is
+        unchanged.
         """
         if oci_spec is None:
             raise InvalidArgumentError("can't inject devices, nil OCI Spec")
@@ -502,12 +568,14 @@ class Cache:
 
         ``.json`` names are written as JSON, anything else as YAML (``.yaml`` is appended when
         the name has neither extension). ``cdiVersion`` is set to the minimum version the spec
-        needs unless ``cdi_version`` says otherwise. Returns the path written.
+        needs unless ``cdi_version`` says otherwise. The spec validators run first; if one
+        rejects the spec nothing is written. Returns the path written.
         """
         path = self._target(name, "write to")
         version = cdi_version if cdi_version is not None else minimum_required_version(spec)
         spec = attrs.evolve(spec, cdi_version=version)
         try:
+            run_spec_validators(spec, _validator.active(self._validator))
             validate_spec(spec)
         except SpecError as e:
             raise SpecError(f"Spec validation failed: {e.message}", field=e.field,

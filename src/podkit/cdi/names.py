@@ -132,7 +132,8 @@ def parse_qualified_name(device: str) -> tuple[str, str, str]:
     """
     vendor, class_, name = parse_device(device)
     if not vendor:
-        raise InvalidNameError(f'unqualified device "{device}", missing vendor')
+        raise InvalidNameError(f'unqualified device "{device}", missing vendor '
+                               "(expected vendor/class=name)")
     try:
         validate_vendor_name(vendor)
         validate_class_name(class_)

@@ -13,7 +13,7 @@ import datetime
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ import attrs
 import yaml
 
 from podkit.cdi import names as _names
+from podkit.cdi import validator as _validator
 from podkit.errors import InvalidArgumentError
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "minimum_required_version",
     "model_to_dict",
     "parse_spec",
+    "run_spec_validators",
     "validate_container_edits",
     "validate_env",
     "validate_spec",
@@ -580,25 +582,44 @@ def parse_spec(data: str | bytes, *, source: str | None = None, format: str | No
 
 
 def load_spec(path: str | os.PathLike[str]) -> Spec:
-    """Read, parse and validate a spec file (``ReadSpec``)."""
+    """Read, parse and validate a spec file (``ReadSpec``), with the process-wide validator."""
     p = os.fspath(path)
     try:
         raw = Path(p).read_bytes()
     except OSError as e:
         raise SpecError(f'failed to read CDI Spec "{p}": {e.strerror or e}') from None
-    return spec_from_file_data(raw, p)
+    return spec_from_file_data(raw, p, validators=_validator.active(None))
 
 
-def spec_from_file_data(raw: bytes, path: str) -> Spec:
-    """Parse and validate the bytes of spec file ``path`` (format chosen by extension)."""
+def spec_from_file_data(raw: bytes, path: str, *,
+                        validators: Sequence[_validator.SpecValidator] = ()) -> Spec:
+    """Parse and validate the bytes of spec file ``path`` (format chosen by extension).
+
+    ``validators`` run after parsing and before the built-in checks, as in the Go library.
+    """
     p = path
     fmt = "json" if p.endswith(".json") else "yaml" if p.endswith(".yaml") else None
     spec = parse_spec(raw, source=p, format=fmt)
+    run_spec_validators(spec, validators, p)
     try:
         validate_spec(spec)
     except SpecError as e:
         raise e.with_source(p) from None
     return spec
+
+
+def run_spec_validators(spec: Spec, validators: Sequence[_validator.SpecValidator],
+                        source: str | None = None) -> None:
+    """Run each validator; the first rejection raises ``SpecError`` naming the validator."""
+    for fn in validators:
+        try:
+            fn(spec)
+        except SpecError as e:
+            raise SpecError(f"rejected by spec validator {_validator.describe(fn)}: "
+                            f"{e.message}", field=e.field, source=source) from None
+        except Exception as e:
+            raise SpecError(f"rejected by spec validator {_validator.describe(fn)}: "
+                            f"{type(e).__name__}: {e}", source=source) from e
 
 
 def model_to_dict(model: object) -> dict[str, Any]:
