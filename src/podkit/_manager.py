@@ -154,8 +154,9 @@ class PauseConfig:
 class Sandbox:
     """A pod as the manager records it (CRI ``PodSandboxStatus`` plus progress).
 
-    ``phase`` is ``creating``, ``created`` or ``removing``; ``steps`` lists the run_sandbox
-    steps whose effects exist and must be undone on removal.
+    ``phase`` is ``creating``, ``created`` or ``removing`` (also a pod whose undo failed: it is
+    listed NOTREADY until removed); ``steps`` lists the run_sandbox steps whose effects exist
+    and must be undone on removal.
     """
 
     id: str
@@ -1013,6 +1014,8 @@ class SandboxManager:
         with self._lock:
             pods = list(self._sandboxes.values())
         used = {self._pause_rootfs_of(sb) for sb in pods}
+        if self.pause is not None and not self.pause.image:  # could not be made again
+            used.add(os.path.abspath(self.pause.rootfs))
         for d in mounted:
             if os.path.abspath(d / "rootfs") in used:
                 continue
