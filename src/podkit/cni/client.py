@@ -200,8 +200,9 @@ class CNI:
     """A CNI client over ``plugin_dirs`` with its result cache in ``cache_dir``.
 
     ``exec`` is the plugin runner (default ``RawExec()``), ``timeout`` the per-exec limit in
-    seconds (``None``: none), ``preflight`` turns the VERSION/binary check before ADD on or off,
-    ``env`` the base environment handed to plugins (default: this process's, read per call).
+    seconds (``None``: none), ``preflight`` turns the VERSION check before ADD, STATUS and GC
+    on or off, ``env`` the base environment handed to plugins (default: this process's, read
+    per call).
     """
 
     def __init__(
