@@ -5,7 +5,9 @@ socket path lengths, file modes. Real conmon with runc and crun (crun inside
 
 from __future__ import annotations
 
+import errno
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -247,4 +249,25 @@ def test_state_dirs_are_0700_and_podkit_files_0600(env: Env) -> None:
         assert (d, oct(d.stat().st_mode & 0o777)) == (d, oct(0o700))
     for f in (cdir / "conmon.json", cdir / "conmon.stderr"):
         assert (f, oct(f.stat().st_mode & 0o777)) == (f, oct(0o600))
+    env.conmon.delete(cid, force=True)
+
+
+@pytest.mark.integration
+def test_attach_that_runs_out_of_fds_closes_what_it_opened(env: Env) -> None:
+    cid = env.new_id("emfile")
+    env.conmon.run(cid, env.bundle(cid, ECHO), stdin=True)
+    env.conmon.attach(cid).close()  # warm up
+    before = open_fds()
+    first, second = os.dup(0), os.dup(0)
+    os.close(first)
+    os.close(second)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (second, hard))  # one more fd, not two
+    try:
+        with pytest.raises(OSError) as info:
+            env.conmon.attach(cid)
+        assert info.value.errno == errno.EMFILE
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert open_fds() == before
     env.conmon.delete(cid, force=True)

@@ -13,6 +13,7 @@ import select
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from podkit.runtime.errors import OCIRuntimeError, RuntimeTimeoutError
 from podkit.runtime.logs import CRILogWriter, read_cri_log
 
 from ._bundles import busybox_config
-from ._fds import fds_past
+from ._fds import fds_past, open_fds
 
 # -- unit: a real pty over a real socket -------------------------------------------------
 
@@ -239,3 +240,24 @@ def test_receive_with_fds_past_1024() -> None:
         finally:
             os.close(r)
             os.close(w)
+
+
+def test_copy_to_that_cannot_start_its_thread_closes_its_dup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    r, w = os.pipe()
+    console = Console(r)
+    try:
+        before = open_fds()
+
+        def no_threads(self: threading.Thread) -> None:
+            raise RuntimeError("can't start new thread")
+
+        monkeypatch.setattr(threading.Thread, "start", no_threads)
+        with pytest.raises(RuntimeError, match="new thread"):
+            console.copy_to(io.BytesIO())
+        monkeypatch.undo()
+        assert open_fds() == before
+    finally:
+        console.close()
+        os.close(w)

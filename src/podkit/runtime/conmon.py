@@ -962,17 +962,18 @@ class Conmon:
             dirfd = os.open(link, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise NotRunningError(f"container {id!r} has no attach socket (exited?)") from None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
         try:
-            # via /proc/self/fd so a long state_dir never exceeds sun_path
-            sock.connect(f"/proc/self/fd/{dirfd}/attach")
-        except (FileNotFoundError, ConnectionRefusedError):
-            sock.close()
-            raise NotRunningError(f"container {id!r} is not running (attach socket gone)")\
-                from None
-        except BaseException:
-            sock.close()
-            raise
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+            try:
+                # via /proc/self/fd so a long state_dir never exceeds sun_path
+                sock.connect(f"/proc/self/fd/{dirfd}/attach")
+            except (FileNotFoundError, ConnectionRefusedError):
+                sock.close()
+                raise NotRunningError(f"container {id!r} is not running (attach socket gone)")\
+                    from None
+            except BaseException:
+                sock.close()
+                raise
         finally:
             os.close(dirfd)
         return Attachment(sock, id)

@@ -105,27 +105,11 @@ class Console:
         so :meth:`close` and :meth:`resize` stay usable meanwhile. :meth:`join` waits for it.
         """
         dup = os.dup(self.fd)
-        if isinstance(target, CRILogWriter):
-            thread = target.pump(dup, STDOUT)
-        else:
-            out = target
-
-            def run() -> None:
-                try:
-                    while True:
-                        try:
-                            chunk = os.read(dup, 65536)
-                        except OSError:
-                            break
-                        if not chunk:
-                            break
-                        out.write(chunk)
-                        out.flush()
-                finally:
-                    os.close(dup)
-
-            thread = threading.Thread(target=run, name="console-copy", daemon=True)
-            thread.start()
+        try:
+            thread = _start_copy(dup, target)
+        except BaseException:  # no thread took the dup
+            os.close(dup)
+            raise
         self._threads.append(thread)
         return thread
 
@@ -147,6 +131,30 @@ class Console:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _start_copy(fd: int, target: CRILogWriter | BinaryIO) -> threading.Thread:
+    """A started daemon thread copying ``fd`` (it closes it at the end) into ``target``."""
+    if isinstance(target, CRILogWriter):
+        return target.pump(fd, STDOUT)
+
+    def run() -> None:
+        try:
+            while True:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                target.write(chunk)
+                target.flush()
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=run, name="console-copy", daemon=True)
+    thread.start()
+    return thread
 
 
 class ConsoleSocket:
