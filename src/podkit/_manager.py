@@ -1087,7 +1087,8 @@ class SandboxManager:
         CNI DEL runs on a helper thread while the processes are killed (every one gets
         SIGKILL: nothing in the pod needs its network any more) and, if nothing failed,
         while ``meanwhile`` runs (``remove_sandbox`` deletes the containers and the pause
-        there); the netns goes after CNI DEL. ``final``: see :meth:`_undo_network`.
+        there); the netns goes after CNI DEL. ``final``: see :meth:`_undo_network`; without
+        it a DEL that cannot run stays recorded (a warning, not an error) for the removal.
         """
         errors: builtins.list[BaseException] = []
         net_failure: builtins.list[BaseException] = []
@@ -1132,7 +1133,12 @@ class SandboxManager:
                     elif net_failure:
                         raise net_failure[0]
                 except Exception as exc:  # e.g. a ValueError from a value CNI cannot take
-                    errors.append(exc)
+                    if step == "network" and _cni_cannot_run(exc):  # kept for the removal,
+                        _log.warning(  # which gives it up; a stop that fails blocks kubelet
+                            "sandbox %s: CNI DEL cannot run (%s); left to remove_sandbox",
+                            sb.id, exc)
+                    else:
+                        errors.append(exc)
                     continue
                 sb.steps = tuple(s for s in sb.steps if s != step)
         sb.state = SandboxState.SANDBOX_NOTREADY

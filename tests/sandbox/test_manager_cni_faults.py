@@ -78,10 +78,14 @@ def test_missing_plugin_pod_is_listed_and_removable(
         with pytest.raises(Exception, match="already reserved"):
             m.run_sandbox(cfg)
         with caplog.at_level(logging.WARNING, logger="podkit.sandbox"):
+            m.stop_sandbox(sb.id)  # kubelet stops before it removes: this must not fail
+            assert m.sandbox_status(sb.id).steps == ("network",)  # DEL left to the removal
             m.remove_sandbox(sb.id)
-        [warning] = [r.getMessage() for r in caplog.records if "CNI DEL cannot run" in
-                     r.getMessage()]
-        assert sb.id in warning and "pk-no-such-plugin" in warning
+        warnings = [r.getMessage() for r in caplog.records if "CNI DEL cannot run" in
+                    r.getMessage()]
+        assert len(warnings) == 2 and "left to remove_sandbox" in warnings[0]
+        assert all(sb.id in w and "pk-no-such-plugin" in w for w in warnings)
+        assert "was not undone" in warnings[1]
         assert m.list_sandboxes() == [] and not netns.exists(sb.netns_path)
         assert _cache_entries(base) == [] and leftovers(base, m) == []
         with pytest.raises(cni.PluginNotFoundError):  # the name is free again
