@@ -21,6 +21,8 @@ import pytest
 
 import _leaks
 from conftest import require_binary, require_isolated
+from podkit import oci
+from podkit.oci import codec
 from podkit.runtime import Runc, RuntimeTimeoutError
 from podkit.runtime.base import ExecResult
 from podkit.runtime.conmon import Conmon
@@ -163,3 +165,16 @@ def test_timed_out_process_group_is_killed_too(pod: Pod) -> None:
         pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sh", "-c", script], 0.5)
     procs = pod.tool_procs()
     assert sorted(procs.values()) == [("Z", pod.init)] * 2
+
+
+def test_a_non_root_process_can_open_dev_stdout(pod: Pod) -> None:
+    # programs that open /dev/stdout (its /proc/self/fd link) as another user than root
+    script = "echo out > /dev/stdout; echo err > /dev/stderr; id -u"
+    if isinstance(pod.sup, ConmonSupervisor):
+        process = codec.structure({"args": ["sh", "-c", script], "cwd": "/",
+                                   "user": {"uid": 1000, "gid": 1000},
+                                   "env": ["PATH=/bin"]}, oci.Process)
+        res = pod.sup.conmon.exec_sync(pod.id, process, 30)
+    else:
+        res = pod.runc.exec_sync(pod.id, ["sh", "-c", script], 30, user="1000:1000")
+    assert (res.exit_code, res.stdout, res.stderr) == (0, b"out\n1000\n", b"err\n")

@@ -7,13 +7,22 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from conftest import require_binary, require_root
 from podkit.errors import ConflictError, NotFoundError
 from podkit.runtime.errors import RuntimeTimeoutError
-from podkit.runtime.monitor import Monitor, default_monitor, is_subreaper, set_subreaper
+from podkit.runtime.monitor import (
+    Monitor,
+    PidFileProcess,
+    default_monitor,
+    is_subreaper,
+    kill_process_group,
+    set_subreaper,
+    wait_gone,
+)
 
 
 @pytest.fixture
@@ -137,3 +146,67 @@ def _wait_children(before: set[int], exclude: int) -> Iterator[int]:
             return
         time.sleep(0.02)
     raise AssertionError("the namespace init was not re-parented to this process")
+
+
+# -- kill_process_group / wait_gone / PidFileProcess (exec_sync on timeout) ---------------------
+
+
+def _state(pid: int) -> str | None:
+    """The /proc state letter of ``pid``, None once it is reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0].decode()
+    except FileNotFoundError:
+        return None
+
+
+def test_pid_file_process_kills_the_group_and_returns_once_reaped(
+    monitor: Monitor, tmp_path: Path
+) -> None:
+    kids = tmp_path / "kids"
+    leader = os.posix_spawnp("sh", ["sh", "-c", f"sleep 100 & echo $! > {kids}; sleep 100"],
+                             dict(os.environ), setsid=True)
+    deadline = time.monotonic() + 10
+    while not kids.exists() or not kids.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    (tmp_path / "pid").write_text(f"{leader}\n")
+    proc = PidFileProcess(tmp_path / "pid")
+    try:
+        proc.kill()
+        proc.wait_gone(10)
+        assert _state(leader) is None  # reaped before wait_gone returned, not a zombie
+    finally:
+        proc.close()
+    child = int(kids.read_text())
+    assert os.waitpid(child, 0)[0] == child  # the group member was SIGKILLed too (our orphan)
+
+
+def test_pid_file_process_without_a_pid_file_does_nothing(tmp_path: Path) -> None:
+    proc = PidFileProcess(tmp_path / "never-written")
+    proc.kill()
+    proc.wait_gone(1)
+    proc.close()
+
+
+def test_kill_process_group_spares_our_own_group(monitor: Monitor) -> None:
+    pid = spawn("sleep", "100")  # in this process's group
+    assert os.getpgid(pid) == os.getpgrp()
+    fd = os.pidfd_open(pid)
+    try:
+        kill_process_group(fd, pid)  # must not killpg(our group): we are still here
+        assert wait_gone(fd, 10)
+        assert _state(pid) is None
+    finally:
+        os.close(fd)
+
+
+def test_wait_gone_times_out_on_a_live_process(monitor: Monitor) -> None:
+    pid = spawn("sleep", "100")
+    fd = os.pidfd_open(pid)
+    try:
+        assert not wait_gone(fd, 0.1)
+        os.kill(pid, signal.SIGKILL)
+        assert wait_gone(fd, 10)
+    finally:
+        os.close(fd)

@@ -240,7 +240,6 @@ class CappedOutput:
             for i in range(2):
                 r, w = os.pipe2(os.O_CLOEXEC)
                 os.set_blocking(r, False)
-                os.fchmod(w, 0o622)  # a non-root process may open /dev/stdout (its /proc fd)
                 self._read.append(r)
                 self._child[i] = w
         except BaseException:
