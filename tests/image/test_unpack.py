@@ -342,3 +342,21 @@ def test_unsupported_layer_media_type(store: ImageStore, tmp_path: Path) -> None
         create_rootfs(store, "localhost/sq:v1", "pk-img-sq", mode="copy")
     assert not (store.root / "containers" / "pk-img-sq").exists()
 
+
+
+def test_deep_nesting_refused_without_leftovers(store: ImageStore, tmp_path: Path) -> None:
+    """An entry 1500 levels deep (fits PATH_MAX) once made unpack's cleanup hit Python's
+    recursion limit: a raw RecursionError and the temp tree left behind."""
+    require_root()
+    from podkit.image.unpack import MAX_DEPTH
+
+    deep = "d/" * 1500 + "f"
+    ref, digest = _hostile(store, tmp_path, Layer().file(deep, b"x").bytes(), "deep")
+    with pytest.raises(UnsafeLayerError, match=rf"{digest}.*1501 levels deep, deeper than "
+                                               rf"{MAX_DEPTH}"):
+        create_rootfs(store, ref, "pk-img-deep", mode="copy")
+    assert os.listdir(store.root / "snapshots") == []
+    ok, _ = _hostile(store, tmp_path, Layer().file("d/" * (MAX_DEPTH - 1) + "f").bytes(), "ok")
+    rootfs = create_rootfs(store, ok, "pk-img-deep-ok", mode="copy")
+    assert (rootfs.path / ("d/" * (MAX_DEPTH - 1) + "f")).is_file()
+    remove_rootfs(store, "pk-img-deep-ok")

@@ -16,7 +16,8 @@ applies the snapshots base first, interpreting those whiteouts and opaque dirs. 
 overlay.*`` xattrs inside a layer tar are ignored, never applied.
 
 Entries that would escape the snapshot (absolute paths, ``..``, paths through a symlink,
-hardlinks outside) are refused with :class:`UnsafeLayerError` naming the layer and the entry.
+hardlinks outside) or nest deeper than :data:`MAX_DEPTH` are refused with
+:class:`UnsafeLayerError` naming the layer and the entry.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from podkit.image.reference import Reference
 from podkit.image.store import Image, ImageStore
 
 __all__ = [
+    "MAX_DEPTH",
     "OPAQUE_XATTR",
     "Rootfs",
     "create_rootfs",
@@ -69,6 +71,8 @@ _WH_PREFIX = ".wh."
 _WH_OPAQUE = ".wh..wh..opq"
 _WH_META = ".wh..wh."
 _MAX_HEADER = 1 << 20  # pax / GNU long-name headers bigger than this are refused
+MAX_DEPTH = 256
+"""Deepest entry path a layer may hold (deeper trees could not be copied or removed)."""
 _CHUNK = 1 << 20
 _MS_RDONLY = 1
 _MNT_DETACH = 2
@@ -122,18 +126,22 @@ def _decompressor(raw: Any, compression: str, where: str) -> Any:
 
 
 def _entry_path(name: str, what: str, where: str) -> str:
-    """Normalise a tar entry name to a relative path; refuse absolute paths and ``..``."""
+    """Normalise a tar entry name to a relative path; refuse absolute paths, ``..`` and
+    paths deeper than :data:`MAX_DEPTH`."""
     if "\0" in name:
-        raise UnsafeLayerError(f"layer{where}: {what} {name!r} contains NUL")
+        raise UnsafeLayerError(f"layer{where}: {what} {quote(name)} contains NUL")
     if name.startswith("/"):
-        raise UnsafeLayerError(f"layer{where}: {what} {name!r} is an absolute path")
+        raise UnsafeLayerError(f"layer{where}: {what} {quote(name)} is an absolute path")
     parts = []
     for part in name.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
-            raise UnsafeLayerError(f"layer{where}: {what} {name!r} contains '..'")
+            raise UnsafeLayerError(f"layer{where}: {what} {quote(name)} contains '..'")
         parts.append(part)
+    if len(parts) > MAX_DEPTH:
+        raise UnsafeLayerError(f"layer{where}: {what} {quote(name)} is {len(parts)} levels "
+                               f"deep, deeper than {MAX_DEPTH}")
     return "/".join(parts)
 
 
