@@ -1403,9 +1403,11 @@ class SandboxManager:
                     id, built or self._container_dir(id) / "bundle", log_path=self._log_path(c),
                     tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)
             except BaseException as exc:
-                with contextlib.suppress(Exception):
+                try:
                     self._delete_from_runtime(id)
-                c.steps = tuple(s for s in c.steps if s != "runtime")
+                    c.steps = tuple(s for s in c.steps if s != "runtime")
+                except Exception as e:  # the step stays: removing the container retries it
+                    exc.add_note(f"cleanup after the failure also failed: {e}")
                 c.state = ContainerState.CONTAINER_EXITED
                 c.exit_code, c.reason, c.message = 128, "StartError", str(exc)
                 c.finished_at = _now()

@@ -572,3 +572,33 @@ def test_cni_failures_no_retry_can_fix() -> None:
     assert not _cni_cannot_run(failed)
     assert not _cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing, "b": failed}))
     assert not _cni_cannot_run(OSError("ENOMEM"))
+
+
+def test_start_failure_whose_cleanup_fails_is_retried_by_remove(
+    parts: Any, rootfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed start whose runtime cleanup fails too keeps the ``runtime`` step, so removing
+    the container deletes it from the runtime then (it was dropped, and leaked, before)."""
+    m, rt, sup = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, ctr(rootfs))
+    original = sup.start
+
+    def start_then_fail(id: str, bundle: Any, **kw: Any) -> int:
+        original(id, bundle, **kw)
+        raise OCIRuntimeError("fake: lost the sync pipe")
+
+    def fail_delete(id: str, force: bool = False) -> None:
+        raise OCIRuntimeError("fake: runtime busy")
+
+    monkeypatch.setattr(sup, "start", start_then_fail)
+    monkeypatch.setattr(sup, "delete", fail_delete)
+    with pytest.raises(OCIRuntimeError, match="sync pipe") as info:
+        m.start_container(cid)
+    assert any("runtime busy" in n for n in info.value.__notes__)
+    c = m.container_status(cid)
+    assert c.reason == "StartError" and "runtime" in c.steps and cid in rt.containers
+    monkeypatch.undo()
+    m.remove_container(cid)
+    assert cid not in rt.containers
+    m.remove_sandbox(sb.id)
