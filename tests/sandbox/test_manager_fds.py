@@ -1,9 +1,12 @@
-"""SandboxManager under conmon with many descriptors (issue 11): status and list calls keep the
-process's open descriptors flat, and every pod step works once descriptor numbers pass 1024.
-Real runc, conmon and CNI plugins, inside scripts/isolated."""
+"""SandboxManager under conmon (issue 11): status and list calls keep the process's open
+descriptors flat, every pod step works once descriptor numbers pass 1024, and attach works at the
+state-dir length where conmon cut its socket link. Real runc, conmon and CNI plugins, inside
+scripts/isolated."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +59,30 @@ def test_pod_lifecycle_with_fds_past_1024(mgr: SandboxManager, rootfs: Path) -> 
         mgr.stop_sandbox(sb.id)
         mgr.remove_sandbox(sb.id)
         assert mgr.list_sandboxes() == [] and mgr.list_containers() == []
+
+
+@pytest.fixture
+def mgr_42(bridge: None, rootfs: Path) -> Iterator[SandboxManager]:
+    """A manager whose conmon socket dir is 42 characters (as under ``cri serve --root`` of 17):
+    with 64-character IDs, ``<socket dir>/<id>`` is exactly 107, the length conmon cuts."""
+    tmp = Path(tempfile.mkdtemp(prefix="pk", dir="/tmp"))
+    base = tmp / ("b" * (21 - len(str(tmp)) - 1))
+    try:
+        yield from managed(base, rootfs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_attach_and_remove_when_the_socket_path_is_107(mgr_42: SandboxManager,
+                                                         rootfs: Path) -> None:
+    assert len(str(mgr_42.state_dir / "conmon" / "sockets")) == 42
+    sb = mgr_42.run_sandbox(pod_config())
+    cid = mgr_42.create_container(sb.id, ctr_config(
+        rootfs, "echo", ["sh", "-c", "while read l; do echo \"got $l\"; done"], stdin=True))
+    mgr_42.start_container(cid)
+    assert len(cid) == 64
+    with mgr_42.attach(cid) as att:
+        att.send(b"hi\n")
+        assert att.recv(timeout=30) == ("stdout", b"got hi\n")
+    mgr_42.remove_sandbox(sb.id)
+    assert list((mgr_42.state_dir / "conmon" / "sockets").iterdir()) == []
