@@ -446,3 +446,90 @@ def test_close_and_recover_unmount_an_unused_pause_rootfs(
         m.close()
     assert leftovers(base, m) == []
     assert leaked(before) == []
+
+
+class _Serve:
+    """``podkit cri serve`` as a child process, with a RuntimeService stub."""
+
+    def __init__(self, root: Path, conf_dir: Path, sock: Path) -> None:
+        import grpc
+
+        from podkit.cri import api_pb2_grpc
+
+        argv = [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(sock),
+                "--root", str(root), "--cni-conf-dir", str(conf_dir), "--cni-bin-dir",
+                "/usr/lib/cni", "--runtime", "runc", "--pause-image", PAUSE]
+        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+        self.channel = grpc.insecure_channel(f"unix://{sock}")
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=60)
+        except grpc.FutureTimeoutError:
+            self.proc.kill()
+            raise AssertionError(f"server did not come up: {self.proc.communicate()[1]}") \
+                from None
+        self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
+
+    def run_pod(self) -> str:
+        from podkit.cri import api_pb2 as pb
+
+        cfg = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(
+            name=f"pk-pod-{os.urandom(4).hex()}", uid=os.urandom(8).hex(), namespace="pk"))
+        cfg.linux.security_context.namespace_options.network = pb.POD
+        return str(self.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg)).pod_sandbox_id)
+
+    def remove_pod(self, id: str) -> None:
+        from podkit.cri import api_pb2 as pb
+
+        self.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=id))
+        self.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=id))
+
+    def stop(self) -> str:
+        self.channel.close()
+        self.proc.send_signal(signal.SIGTERM)
+        _, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err
+        return err
+
+
+@pytest.mark.integration
+def test_cri_serve_leaves_nothing_mounted(bridge: None, layouts: dict[str, Path],
+                                          tmp_path: Path) -> None:
+    """``podkit cri serve``: removing the last pod unmounts the pause rootfs; a server stopped
+    with a pod running leaves it to that pod, and the next server unmounts it when the pod is
+    removed. Then the root can be deleted (no EBUSY)."""
+    import shutil
+
+    from podkit.image import import_image
+    from podkit.sandbox import default_network_config
+
+    before = snapshot()
+    root = tmp_path / "root"
+    import_image(ImageStore(root), layouts[PAUSE], PAUSE)
+    default_network_config(tmp_path / "net", name="pk-pod-net", bridge=BRIDGE)
+    _leaks.register_runtime_root(root / "cri" / "state" / "runc")
+    _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
+    sock = tmp_path / "cri.sock"
+    servers: list[_Serve] = []
+    try:
+        s = _Serve(root, tmp_path / "net" / "net.d", sock)
+        servers.append(s)
+        pod = s.run_pod()
+        assert [m for m in _mounts_under(root) if "/cri-pause-" in m]  # the pause rootfs
+        s.remove_pod(pod)
+        assert _mounts_under(root) == []
+        pod = s.run_pod()
+        s.stop()
+        assert [m for m in _mounts_under(root) if "/cri-pause-" in m]  # the pod runs on it
+        s = _Serve(root, tmp_path / "net" / "net.d", sock)
+        servers.append(s)
+        s.remove_pod(pod)
+        assert _mounts_under(root) == []
+        s.stop()
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.proc.kill()
+                s.proc.wait()
+    assert _mounts_under(root) == []
+    shutil.rmtree(root)
+    assert leaked(before) == []
