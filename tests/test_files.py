@@ -116,3 +116,4 @@ def test_sweep_atomic_temps_removes_only_old_temp_files(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [*others, ".dir.abcdefgh.tmp", fresh.name])
     assert _files.sweep_atomic_temps(tmp_path / "missing", older_than=100.0) == []
+    assert _files.sweep_atomic_temps(tmp_path / "rec.json", older_than=100.0) == []

@@ -108,7 +108,7 @@ def sweep_atomic_temps(directory: StrPath, *, older_than: float) -> list[Path]:
     removed: list[Path] = []
     try:
         entries = list(os.scandir(directory))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return removed
     for entry in entries:
         if not is_atomic_temp(entry.name) or not entry.is_file(follow_symlinks=False):
