@@ -8,10 +8,13 @@ raises the caller's ``error`` class with the field path and a bounded quote of t
 
 from __future__ import annotations
 
+import enum
 import ipaddress
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
 
@@ -35,6 +38,7 @@ _PAGE_SIZE = re.compile(r"\d+(KB|MB|GB|TB|PB)")
 _UNIFIED_KEY = re.compile(r"[A-Za-z0-9_]+\.[A-Za-z0-9_.-]+")
 _NAME_FORBIDDEN = "_/;="
 _CNI_ARG_FORBIDDEN = ";="
+_SCALARS: dict[object, str] = {str: "a string", int: "an integer", bool: "a boolean"}
 
 
 def config_strings(obj: object, path: str = "") -> Iterator[tuple[str, str]]:
@@ -51,6 +55,46 @@ def config_strings(obj: object, path: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(obj, list | tuple):
         for i, value in enumerate(obj):
             yield from config_strings(value, f"{path}[{i}]")
+
+
+def _type_error(value: object, path: str, expected: str, error: Error) -> InvalidArgumentError:
+    return error(f"{path} {quote(value)}: must be {expected}, not {type(value).__name__}")
+
+
+def _typed(value: object, tp: object, path: str, error: Error) -> None:
+    """``value`` has the declared type ``tp`` (strings, ints, enums, lists, maps, models)."""
+    args = typing.get_args(tp)
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        tp = next(a for a in args if a is not type(None))
+        args, origin = typing.get_args(tp), typing.get_origin(tp)
+    if origin in (Sequence, list, tuple):
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            raise _type_error(value, path, "a list", error)
+        for i, item in enumerate(value):
+            _typed(item, args[0], f"{path}[{i}]", error)
+    elif origin in (dict, Mapping):
+        if not isinstance(value, Mapping):
+            raise _type_error(value, path, "a mapping", error)
+        for key, item in value.items():
+            _typed(key, args[0], f"{path} key", error)
+            _typed(item, args[1], f"{path}[{quote(key)}]", error)
+    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if not isinstance(value, tp):
+            raise _type_error(value, path, f"a {tp.__name__} ({', '.join(tp.__members__)})",
+                              error)
+    elif tp in _SCALARS:
+        assert isinstance(tp, type)
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise _type_error(value, path, _SCALARS[tp], error)
+    elif isinstance(tp, type) and attrs.has(tp):
+        if not isinstance(value, tp):
+            raise _type_error(value, path, f"a {tp.__name__}", error)
+        for f in attrs.fields(attrs.resolve_types(tp)):
+            _typed(getattr(value, f.name), f.type, f"{path}.{f.name}" if path else f.name,
+                   error)
 
 
 def _no_nul(obj: object, error: Error) -> None:
@@ -148,6 +192,7 @@ def _selinux(options: object, field: str, error: Error) -> None:
 
 def check_sandbox_config(config: SandboxConfig, error: Error) -> None:
     """Refuse a pod config whose strings could not reach their files, argv or CNI args."""
+    _typed(config, SandboxConfig, "", error)
     _no_nul(config, error)
     md = config.metadata
     _name(md.name, "metadata.name", error, required=True)
@@ -183,6 +228,7 @@ def check_sandbox_config(config: SandboxConfig, error: Error) -> None:
 def check_container_config(config: ContainerConfig, sandbox: SandboxConfig,
                            error: Error) -> None:
     """Refuse a container config whose strings could not reach their paths, argv or env."""
+    _typed(config, ContainerConfig, "", error)
     _no_nul(config, error)
     _name(config.metadata.name, "metadata.name", error, required=True)
     if not 0 <= config.metadata.attempt < 2**32:

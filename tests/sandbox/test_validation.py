@@ -258,6 +258,32 @@ def test_hostile_container_values_are_refused_naming_the_field(
         check_container(make())
 
 
+WRONG_TYPES: list[tuple[Callable[[], Any], str]] = [
+    (lambda: ctr(command="sleep 1"), r"^command 'sleep 1': must be a list, not str$"),
+    (lambda: ctr(args=["x", 1]), r"^args\[1\] 1: must be a string, not int$"),
+    (lambda: attrs.evolve(ctr(), image=None), r"^image None: must be a string, not NoneType"),
+    (lambda: ctr(labels={"a": 1}), r"^labels\['a'\] 1: must be a string, not int$"),
+    (lambda: ctr_sc(namespace_options=NamespaceOption(pid=1)),
+     r"^linux\.security_context\.namespace_options\.pid 1: must be a NamespaceMode "
+     r"\(POD, CONTAINER, NODE, TARGET\), not int$"),
+    (lambda: ctr_sc(run_as_user="0"),
+     r"^linux\.security_context\.run_as_user '0': must be an integer, not str$"),
+    (lambda: ctr(mounts=["/data"]), r"^mounts\[0\] '/data': must be a Mount, not str$"),
+    (lambda: ctr(tty=1), r"^tty 1: must be a boolean, not int$"),
+]
+
+
+@pytest.mark.parametrize(("make", "message"), WRONG_TYPES)
+def test_wrong_types_are_refused_naming_the_field(make: Callable[[], Any], message: str) -> None:
+    """A plain int for an enum, a string for a list: refused, not stored half-made."""
+    with pytest.raises(ContainerConfigError, match=message):
+        check_container(make())
+    with pytest.raises(SandboxConfigError, match=r"^metadata\.attempt '0': must be an integer"):
+        validate_sandbox_config(pod_md(attempt="0"))
+    with pytest.raises(SandboxConfigError, match=r"^dns_config\.servers '10\.0\.0\.1': must"):
+        validate_sandbox_config(pod(dns_config=DNSConfig(servers="10.0.0.1")))
+
+
 def test_one_name_rule_for_pods_and_containers() -> None:
     for name in ("", "a_b", "a/b", "a;b", "a=b", "a\0b"):
         with pytest.raises(SandboxConfigError) as pod_error:
