@@ -104,7 +104,8 @@ class PodContext:
 def validate_container_config(
     config: ContainerConfig, pod: PodContext, *, apparmor_host: AppArmorHost | None = None
 ) -> None:
-    """Refuse configs containerd refuses, before anything is created.
+    """Refuse configs containerd refuses, and any string that could not reach its path, argv
+    or env (``_config_checks``), before anything is created.
 
     ``apparmor_host`` is where AppArmor profiles are looked up (default: this machine).
     """

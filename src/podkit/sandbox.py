@@ -263,7 +263,8 @@ def _with_default_apparmor(host: apparmor.AppArmorHost) -> oci.SpecOpt:
 
 
 def validate_sandbox_config(config: SandboxConfig) -> None:
-    """Refuse configs containerd refuses, before anything is created."""
+    """Refuse configs containerd refuses, and any string that could not reach its file, argv
+    or CNI arg (``_config_checks``), before anything is created."""
     _validated(config)
 
 
