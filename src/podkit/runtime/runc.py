@@ -1245,7 +1245,7 @@ class Runc:
                     res = self._run(argv, io=output, capture=False,
                                     timeout=timeout if timeout is not None else 0, check=False,
                                     on_timeout=victim.kill)
-                except RuntimeTimeoutError:
+                except BaseException:  # timeout (or interrupted): runc was killed mid-way
                     victim.kill()  # the pid file may have appeared while runc was killed
                     victim.wait_gone()
                     raise
