@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from podkit.runtime.io import EXEC_SYNC_OUTPUT_MAX
 from podkit.runtime.supervise import ConmonSupervisor, InProcessSupervisor, Supervisor
 
 from ._bundles import busybox_config
+from ._fds import fds_past, open_fds
 
 pytestmark = pytest.mark.integration
 
@@ -178,3 +180,16 @@ def test_a_non_root_process_can_open_dev_stdout(pod: Pod) -> None:
     else:
         res = pod.runc.exec_sync(pod.id, ["sh", "-c", script], 30, user="1000:1000")
     assert (res.exit_code, res.stdout, res.stderr) == (0, b"out\n1000\n", b"err\n")
+
+
+def test_no_descriptor_or_thread_left_and_descriptors_past_1024_work(pod: Pod) -> None:
+    pod.exec_sync("true")  # first-use setup (the monitor thread, the runtime's scratch dir)
+    before = (open_fds(), threading.active_count())
+    with fds_past():  # the output pipes and the pidfd get numbers above FD_SETSIZE
+        for _ in range(3):
+            res = pod.exec_sync("echo hi; echo ho >&2")
+            assert (res.exit_code, res.stdout, res.stderr) == (0, b"hi\n", b"ho\n")
+        with pytest.raises(RuntimeTimeoutError):
+            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], 0.5)
+        assert pod.tool_procs() == {}
+    assert (open_fds(), threading.active_count()) == before
