@@ -150,3 +150,20 @@ def test_not_an_image(store: ImageStore, tmp_path: Path) -> None:
         import_image(store, tmp_path / "junk.tar")
     with pytest.raises(ImageError, match=r"no such file"):
         import_image(store, tmp_path / "missing")
+
+
+def test_truncated_compressed_archive_is_a_typed_error(tmp_path: Path) -> None:
+    """A gzip'd OCI archive cut in half once escaped as a raw EOFError from tarfile."""
+    import gzip
+
+    from image.imagebuild import Layer, build_image, tar_dir
+
+    img = build_image([Layer().file("f", b"x").bytes()], ["gzip"], {"Cmd": ["/f"]})
+    layout = write_layout(tmp_path / "l", [(img.descriptor, "v1")], img.blobs)
+    data = gzip.compress(tar_dir(layout, tmp_path / "a.tar").read_bytes())
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(data[: len(data) // 2])
+    store = ImageStore(tmp_path / "store")
+    with pytest.raises(ImageError, match=rf"{archive}: broken tar archive \(truncated"):
+        import_image(store, archive, "localhost/cut:1")
+    assert store.list() == []

@@ -10,10 +10,13 @@ store verified; the image records are written last, so a failed import records n
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
+import lzma
 import os
 import posixpath
 import tarfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -49,6 +52,8 @@ ANNOTATION_REF_NAME = "org.opencontainers.image.ref.name"
 ANNOTATION_CONTAINERD_NAME = "io.containerd.image.name"
 _CHUNK = 1 << 20
 _MAX_JSON = 8 << 20
+_BROKEN_ARCHIVE = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)
+"""What reading a cut or corrupt (compressed) tar raises."""
 
 
 class _Source:
@@ -109,11 +114,16 @@ class _TarSource(_Source):
         self.where = str(path)
         try:
             self.tar = tarfile.open(path, "r:*")  # noqa: SIM115
-        except (tarfile.TarError, OSError) as e:
+        except (*_BROKEN_ARCHIVE, OSError) as e:
             raise ImageError(f"{path}: not a tar archive: {e}") from None
         self.members: dict[str, tarfile.TarInfo] = {}
-        for member in self.tar.getmembers():
-            self.members[posixpath.normpath(member.name)] = member
+        try:
+            for member in self.tar.getmembers():
+                self.members[posixpath.normpath(member.name)] = member
+        except _BROKEN_ARCHIVE as e:
+            self.tar.close()
+            raise ImageError(f"{path}: broken tar archive (truncated or corrupt): "
+                             f"{e or type(e).__name__}") from None
 
     def _member(self, name: str) -> tarfile.TarInfo:
         key = _clean(name, self.where)
@@ -140,8 +150,8 @@ class _TarSource(_Source):
     def exists(self, name: str) -> bool:
         try:
             self._member(name)
-        except (BlobNotFoundError, ImageError):
-            return False
+        except BlobNotFoundError:
+            return False  # a link leaving the archive or a loop is an error, not "missing"
         return True
 
     def size(self, name: str) -> int:
@@ -293,7 +303,10 @@ def _import_docker(store: ImageStore, src: _Source, ref: Reference | None,
         if not isinstance(layers, list) or not all(isinstance(p, str) for p in layers):
             raise ImageError(f"{where}: Layers must be a list of paths")
         tags = entry.get("RepoTags") or []
-        names = [parse_reference(t) for t in tags if isinstance(t, str)]
+        try:
+            names = [parse_reference(t) for t in tags if isinstance(t, str)]
+        except ReferenceError as e:
+            raise ReferenceError(f"{where}: RepoTags: {e}") from None
         if ref is not None:
             names = [ref if ref.tag or ref.digest else ref.with_tag("latest")]
         if not names:
@@ -355,6 +368,9 @@ def import_image(store: ImageStore, path: str | os.PathLike[str], ref: str | Non
                     f"{src_path}: neither an OCI layout (oci-layout, index.json) nor a "
                     "docker save archive (manifest.json)"
                 )
+        except _BROKEN_ARCHIVE as e:
+            raise ImageError(f"{src_path}: broken archive (truncated or corrupt): "
+                             f"{e or type(e).__name__}") from None
         finally:
             if isinstance(source, _TarSource):
                 with contextlib.suppress(Exception):
