@@ -12,7 +12,7 @@ import re
 
 import attrs
 
-from podkit.errors import InvalidArgumentError
+from podkit.errors import InvalidArgumentError, quote
 from podkit.image.errors import ImageError
 
 __all__ = [
@@ -54,14 +54,14 @@ def parse_digest(value: str, where: str = "digest") -> str:
     Known algorithms (sha256, sha384, sha512) must have lowercase hex of the exact length.
     """
     if not isinstance(value, str) or not _DIGEST_RE.match(value):
-        raise ReferenceError(f"invalid {where} {value!r}: must be algorithm:hex")
+        raise ReferenceError(f"invalid {where} {quote(value)}: must be algorithm:hex")
     algorithm, _, hex_ = value.partition(":")
     length = _DIGEST_LENGTHS.get(algorithm)
     if length is None:
-        raise ReferenceError(f"invalid {where} {value!r}: unsupported algorithm {algorithm!r}")
+        raise ReferenceError(f"invalid {where} {quote(value)}: unsupported algorithm {algorithm!r}")
     if len(hex_) != length or hex_ != hex_.lower():
         raise ReferenceError(
-            f"invalid {where} {value!r}: {algorithm} needs {length} lowercase hex digits"
+            f"invalid {where} {quote(value)}: {algorithm} needs {length} lowercase hex digits"
         )
     return value
 
@@ -92,7 +92,7 @@ class Reference:
     def with_tag(self, tag: str) -> Reference:
         """The same repository with ``tag`` and no digest."""
         if not _TAG_RE.match(tag):
-            raise ReferenceError(f"invalid tag {tag!r} for {self.name}")
+            raise ReferenceError(f"invalid tag {quote(tag)} for {self.name}")
         return Reference(self.domain, self.path, tag, None)
 
     def familiar(self) -> str:
@@ -140,14 +140,14 @@ def parse_reference(text: str, *, default_tag: bool = True) -> Reference:
     :class:`ReferenceError` naming ``text`` when it does not follow the grammar.
     """
     if not isinstance(text, str) or not text:
-        raise ReferenceError(f"invalid reference {text!r}: must be a non-empty string")
+        raise ReferenceError(f"invalid reference {quote(text)}: must be a non-empty string")
     if _HEX64_RE.match(text):
         raise ReferenceError(
-            f"invalid reference {text!r}: a 64-hex string is an ID, not a repository name"
+            f"invalid reference {quote(text)}: a 64-hex string is an ID, not a repository name"
         )
     rest, at, digest = text.partition("@")
     if at:
-        parse_digest(digest, where=f"digest in reference {text!r}")
+        parse_digest(digest, where=f"digest in reference {quote(text)}")
     tag: str | None = None
     # A ':' after the last '/' separates the tag (a ':' before it belongs to a port).
     slash = rest.rfind("/")
@@ -155,17 +155,17 @@ def parse_reference(text: str, *, default_tag: bool = True) -> Reference:
     if colon > slash:
         rest, tag = rest[:colon], rest[colon + 1 :]
         if not _TAG_RE.match(tag):
-            raise ReferenceError(f"invalid reference {text!r}: bad tag {tag!r}")
+            raise ReferenceError(f"invalid reference {quote(text)}: bad tag {quote(tag)}")
     if not rest:
-        raise ReferenceError(f"invalid reference {text!r}: empty repository name")
+        raise ReferenceError(f"invalid reference {quote(text)}: empty repository name")
     domain, path = _split_domain(rest)
     if path != path.lower() and _PATH_RE.match(path.lower()):
-        raise ReferenceError(f"invalid reference {text!r}: repository name must be lowercase")
+        raise ReferenceError(f"invalid reference {quote(text)}: repository name must be lowercase")
     if not _DOMAIN_RE.match(domain):
-        raise ReferenceError(f"invalid reference {text!r}: bad registry domain {domain!r}")
+        raise ReferenceError(f"invalid reference {quote(text)}: bad registry domain {domain!r}")
     if not _PATH_RE.match(path):
         raise ReferenceError(
-            f"invalid reference {text!r}: repository path {path!r} must be lowercase "
+            f"invalid reference {quote(text)}: repository path {path!r} must be lowercase "
             "components of [a-z0-9] joined by '.', '_', '__' or '-', separated by '/'"
         )
     name = f"{domain}/{path}"
