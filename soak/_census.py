@@ -89,12 +89,18 @@ def conmon_processes(base: Path) -> dict[int, str]:
     return out
 
 
-def cgroup_dirs(parent: str) -> list[Path]:
-    """Cgroup dirs below ``parent`` in every hierarchy (v1 controllers and a mounted v2)."""
+def cgroup_dirs(parent: str, *, hierarchies_only: bool = True) -> list[Path]:
+    """Cgroup dirs below ``parent`` in every hierarchy (v1 controllers and a mounted v2).
+
+    Not in the tmpfs scripts/isolated puts over ``unified`` (crun mkdirs there and never
+    removes: no cgroup), unless ``hierarchies_only`` is false (for the cleanup).
+    """
     out: list[Path] = []
     with contextlib.suppress(OSError):
         for top in CGROUP_ROOT.iterdir():
             if top.is_symlink() or not top.is_dir():
+                continue
+            if hierarchies_only and not (top / "cgroup.procs").exists():
                 continue
             p = top / parent.strip("/")
             if p.is_dir():
@@ -179,7 +185,7 @@ def force_clean(base: Path, netns_prefix: str, cgroup_parent: str, runtime: str,
         if not cgroup_processes(cgroup_parent):
             break
         time.sleep(0.02)
-    for d in reversed(cgroup_dirs(cgroup_parent)):
+    for d in reversed(cgroup_dirs(cgroup_parent, hierarchies_only=False)):
         with contextlib.suppress(OSError):
             d.rmdir()
     for point in _mount_points((str(base), f"{NETNS_DIR}/{netns_prefix}")):
@@ -196,7 +202,7 @@ def force_clean(base: Path, netns_prefix: str, cgroup_parent: str, runtime: str,
 
 def remove_cgroup_parent(parent: str) -> None:
     """rmdir the (empty) parent cgroup the runtimes made in each hierarchy."""
-    for d in reversed(cgroup_dirs(parent)):
+    for d in reversed(cgroup_dirs(parent, hierarchies_only=False)):
         with contextlib.suppress(OSError):
             d.rmdir()
     with contextlib.suppress(OSError):

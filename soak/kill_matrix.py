@@ -39,16 +39,23 @@ OPS = ("run_sandbox", "create_container", "start_container", "stop_container", "
 COMBOS = ("runc/conmon", "runc/inprocess", "crun/conmon", "crun/inprocess")
 BRIDGE = "pksoak0"
 CHILD_TIMEOUT = 180.0
-# The CI slice's kill points (tests/test_soak_slice.py): the record writes, the conmon launch,
-# the supervisor's start and delete, CNI ADD/DEL of the bridge and the pod files' removal.
-CI_POINTS = ("write:state/sandboxes/ID#1 before", "write:state/containers/ID#1 before",
-             "conmon._spawn#1 after", "supervisor.start#1 after", "supervisor.delete#1 after",
-             "cni:ADD:bridge#1 after", "cni:DEL:bridge#1 after", "manager._undo_files#1 before")
+# The CI slice's kill points per operation (tests/test_soak_slice.py): a record write's temp
+# file, CNI ADD/DEL of the bridge done, conmon launched without its record, the supervisor's
+# wait and delete done, the pod files' removal.
+CI_POINTS = {
+    "run_sandbox": ("write:state/sandboxes/ID#1 before", "cni:ADD:bridge#1 after",
+                    "conmon._spawn#1 after", "supervisor.start#1 after"),
+    "create_container": ("write:state/containers/ID#1 before",),
+    "start_container": ("conmon._spawn#1 after", "supervisor.start#1 after"),
+    "stop_container": ("supervisor.wait#1 after",),
+    "stop_sandbox": ("cni:DEL:bridge#1 after", "manager._undo_netns#1 before"),
+    "remove_sandbox": ("supervisor.delete#1 after", "manager._undo_files#1 before"),
+}
 
 
-def ci_points(points: list[str]) -> list[str]:
-    """The points of a trace that the CI slice kills at (see ``CI_POINTS``)."""
-    return [p for p in points if p in CI_POINTS]
+def ci_points(op: str, points: list[str]) -> list[str]:
+    """The points of ``op``'s trace that the CI slice kills at (see ``CI_POINTS``)."""
+    return [p for p in points if p in CI_POINTS.get(op, ())]
 
 
 @dataclass
@@ -161,7 +168,7 @@ def _tail(text: str, lines: int = 3) -> str:
 
 
 def matrix(setup: Setup, combo: str, op: str, trials: int, timed: int,
-           points_filter: Callable[[list[str]], list[str]] | None = None,
+           points_filter: Callable[[str, list[str]], list[str]] | None = None,
            log: Callable[[str], None] = print) -> list[Trial]:
     """Every kill point of ``op`` under ``combo``, ``trials`` times each, plus timed kills."""
     first, passed, duration = run_trial(setup, combo, op)
@@ -169,7 +176,7 @@ def matrix(setup: Setup, combo: str, op: str, trials: int, timed: int,
     log(_line(first))
     points = kill_points(passed)
     if points_filter is not None:
-        points = points_filter(points)
+        points = points_filter(op, points)
     for point in points:
         for _ in range(trials):
             t, _, _ = run_trial(setup, combo, op, kill=point)
@@ -190,7 +197,7 @@ def _line(t: Trial) -> str:
 
 
 def run(combos: Iterable[str] = COMBOS, ops: Iterable[str] = OPS, trials: int = 1,
-        timed: int = 2, points_filter: Callable[[list[str]], list[str]] | None = None,
+        timed: int = 2, points_filter: Callable[[str, list[str]], list[str]] | None = None,
         log: Callable[[str], None] = print) -> list[Trial]:
     """The whole matrix (inside scripts/isolated, as root); every trial's outcome."""
     work = Path(tempfile.mkdtemp(prefix="pksoak-"))

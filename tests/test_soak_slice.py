@@ -1,9 +1,9 @@
 """The CI-sized slice of ``make soak`` (soak/): a kill matrix and a short server soak.
 
 The kill matrix runs runc under conmon (the default), killing the managing process once at each
-of the CI kill points of every pod operation (``soak.kill_matrix.CI_POINTS``), then recovering
+of the CI kill points of each pod operation (``soak.kill_matrix.CI_POINTS``), then recovering
 in a new process: nothing may be left. The server soak holds 10 pods under a stream of
-list/status calls for 30 s, then runs 30 pod cycles: open fds and threads stay flat, no call
+list/status calls for 20 s, then runs 30 pod cycles: open fds and threads stay flat, no call
 fails, and nothing stays after every pod is removed and the server stopped.
 """
 
@@ -46,7 +46,7 @@ def test_kill_matrix_runc_conmon_leaves_nothing_after_recover() -> None:
 
 def test_server_soak_fds_flat_and_nothing_left() -> None:
     _require()
-    r = server_soak.soak(pods=10, hold=30.0, cycles=30, interval=1.0, log=lambda s: None)
+    r = server_soak.soak(pods=10, hold=20.0, cycles=30, interval=1.0, log=lambda s: None)
     assert r.cycles == 30
     assert r.failed == []
     assert r.problems == [], server_soak.report(r)
