@@ -172,3 +172,19 @@ def test_status_detail_keeps_short_messages() -> None:
     from podkit.cri.server import status_detail
 
     assert status_detail("container 'x': not found") == "container 'x': not found"
+
+
+def test_streaming_request_errors_are_bounded() -> None:
+    """A malformed 10k-character request line or header is quoted briefly in the 400."""
+    import socket as _socket
+
+    from podkit.cri.streaming_wire import BadRequest, read_request
+
+    for head in (b"GET " + b"x" * 10_000 + b"\r\n\r\n",
+                 b"GET / HTTP/1.1\r\n" + b"y" * 10_000 + b"\r\n\r\n"):
+        a, b = _socket.socketpair()
+        with a, b:
+            a.sendall(head)
+            with pytest.raises(BadRequest) as err:
+                read_request(b)
+        assert len(str(err.value)) < 200, len(str(err.value))

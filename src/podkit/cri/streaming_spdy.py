@@ -26,7 +26,7 @@ from typing import Protocol
 
 import attrs
 
-from podkit.errors import PodkitError
+from podkit.errors import PodkitError, quote
 
 __all__ = [
     "FLAG_FIN",
@@ -257,7 +257,7 @@ def decode_header_block(raw: bytes) -> HeaderBlock:
         if not name:
             raise SpdyProtocolError(f"header {i} has an empty name")
         if name != name.lower():
-            raise SpdyProtocolError(f"header name {name!r} is not lower case")
+            raise SpdyProtocolError(f"header name {quote(name)} is not lower case")
         pairs += [(name, v) for v in value_b.decode("utf-8", "surrogateescape").split("\0")]
     if pos != len(raw):
         raise SpdyProtocolError(f"{len(raw) - pos} stray bytes after the header block")

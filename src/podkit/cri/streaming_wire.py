@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 
 from podkit.cri import streaming_ws as ws
-from podkit.errors import InvalidArgumentError
+from podkit.errors import InvalidArgumentError, quote
 
 __all__ = [
     "CH_CLOSE",
@@ -217,12 +217,12 @@ def read_request(sock: socket.socket) -> tuple[HttpRequest, bytes]:
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise BadRequest(f"malformed request line {lines[0]!r}")
+        raise BadRequest(f"malformed request line {quote(lines[0])}")
     headers = []
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if not sep or not name.strip():
-            raise BadRequest(f"malformed header line {line!r}")
+            raise BadRequest(f"malformed header line {quote(line)}")
         headers.append((name.strip(), value.strip()))
     url = urllib.parse.urlsplit(parts[1])
     return HttpRequest(parts[0], url.path, urllib.parse.parse_qs(url.query),
@@ -282,7 +282,8 @@ def negotiate_spdy(req: HttpRequest, supported: Sequence[str]) -> str:
     if "upgrade" not in req.get("Connection").lower() or \
             SPDY_31.lower() not in req.get("Upgrade").lower():
         raise Reject(400, "unable to upgrade: missing upgrade headers in request "
-                      f"(Connection: {req.get('Connection')!r}, Upgrade: {req.get('Upgrade')!r}); "
+                      f"(Connection: {quote(req.get('Connection'))}, "
+                      f"Upgrade: {quote(req.get('Upgrade'))}); "
                       f"want Connection: Upgrade and Upgrade: {SPDY_31}")
     return chosen
 
@@ -297,13 +298,14 @@ def upgrade_websocket(sock: socket.socket, req: HttpRequest, protocols: dict[str
     """Check the RFC 6455 handshake, pick a sub-protocol, send the 101; the protocol picked."""
     if req.get("Sec-WebSocket-Version") != "13":
         raise Reject(400, "unable to upgrade: Sec-WebSocket-Version must be 13, got "
-                      f"{req.get('Sec-WebSocket-Version')!r}", [("Sec-WebSocket-Version", "13")])
+                      f"{quote(req.get('Sec-WebSocket-Version'))}",
+                      [("Sec-WebSocket-Version", "13")])
     key = req.get("Sec-WebSocket-Key")
     try:
         if len(base64.b64decode(key, validate=True)) != 16:
             raise ValueError
     except (ValueError, binascii.Error):
-        raise Reject(400, f"unable to upgrade: bad Sec-WebSocket-Key {key!r}") from None
+        raise Reject(400, f"unable to upgrade: bad Sec-WebSocket-Key {quote(key)}") from None
     client = req.values("Sec-WebSocket-Protocol") or [""]
     chosen = next((p for p in client if p in protocols), None)
     if chosen is None:
@@ -324,7 +326,7 @@ def query_ports(req: HttpRequest) -> list[int]:
     for value in req.query.get(HEADER_PORT, []):
         for p in value.split(","):
             if not p.isdigit() or not 0 < int(p) < 65536:
-                raise Reject(400, f"unable to parse {value!r} as a port")
+                raise Reject(400, f"unable to parse {quote(value)} as a port")
             ports.append(int(p))
     if not ports:
         raise Reject(400, f"query parameter {HEADER_PORT!r} is required")
