@@ -134,7 +134,7 @@ class Client:
             return getattr(self.rt, name)(request, timeout=timeout)
         except Exception as exc:  # every failure counts, whatever its kind
             with self.lock:
-                self.result.failed.append(f"{name}: {str(exc)[:300]}")
+                self.result.failed.append(f"{name}: {_describe(exc)}")
             return None
 
     def run_pod(self, cgroup_parent: str) -> tuple[str, str] | None:
@@ -173,6 +173,14 @@ class Client:
             self.call("PodSandboxStatus", pb.PodSandboxStatusRequest(pod_sandbox_id=pod_id))
             if ctr_id:
                 self.call("ContainerStatus", pb.ContainerStatusRequest(container_id=ctr_id))
+
+
+def _describe(exc: Exception) -> str:
+    """One line for a failed call: the gRPC code and details, else the exception."""
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        return f"{code().name}: {str(details())[:300]}"
+    return f"{type(exc).__name__}: {str(exc)[:300]}"
 
 
 def start_server(root: Path, sock: Path, conf_dir: Path, runtime: str, log: Path,
