@@ -39,11 +39,12 @@ HOSTILE_IDS = {"nul": "a\0b", "slash": "a/b", "traversal": "../../etc", "10k": L
 
 @dataclass
 class Ctx:
-    """What a probe may aim at: the shared pod and its log directory."""
+    """What a probe may aim at: the shared pod, its log directory, a running container."""
 
     harness: Harness
     pod: str
     logs: Path
+    ctr: str
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,25 @@ def _probes() -> dict[str, CriProbe]:
         "device-host-path-nul": CriProbe("CreateContainer", _ctr(
             edit=lambda cfg, ctx: cfg.devices.add(host_path="/dev/null\0", container_path="/d",
                                                   permissions="rwm"))),
+        # a running container's exec and update
+        "exec-cmd-nul": CriProbe("ExecSync", lambda ctx: pb.ExecSyncRequest(
+            container_id=ctx.ctr, cmd=["sh", "-c", "true\0; touch /escaped"], timeout=5)),
+        # no such executable: the runtime's refusal, as containerd answers it (UNKNOWN)
+        "exec-cmd-empty-argv0": CriProbe("ExecSync", lambda ctx: pb.ExecSyncRequest(
+            container_id=ctx.ctr, cmd=[""], timeout=5), (INVALID, grpc.StatusCode.UNKNOWN)),
+        "exec-timeout-negative": CriProbe("ExecSync", lambda ctx: pb.ExecSyncRequest(
+            container_id=ctx.ctr, cmd=["true"], timeout=-5), (INVALID, OK)),
+        "update-resources-negative-shares": CriProbe(
+            "UpdateContainerResources", lambda ctx: pb.UpdateContainerResourcesRequest(
+                container_id=ctx.ctr, linux=pb.LinuxContainerResources(cpu_shares=-1))),
+        "update-resources-negative-memory": CriProbe(
+            "UpdateContainerResources", lambda ctx: pb.UpdateContainerResourcesRequest(
+                container_id=ctx.ctr, linux=pb.LinuxContainerResources(
+                    memory_limit_in_bytes=-7))),
+        "update-resources-unified-traversal": CriProbe(
+            "UpdateContainerResources", lambda ctx: pb.UpdateContainerResourcesRequest(
+                container_id=ctx.ctr, linux=pb.LinuxContainerResources(
+                    unified={"../../../etc/passwd": "x"}))),
         # enum values out of range
         "pod-network-namespace-mode-42": CriProbe("RunPodSandbox", _pod(
             edit=_set("linux.security_context.namespace_options.network", 42))),
@@ -262,8 +282,14 @@ def ctx(harness: Harness, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     logs.mkdir()
     cfg = pod_config(log_directory=str(logs))
     sid = harness.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
-    yield Ctx(harness, sid, logs)
-    harness.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+    try:
+        cid = harness.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config("running", log_path="running.log"),
+            sandbox_config=cfg)).container_id
+        harness.rt.StartContainer(pb.StartContainerRequest(container_id=cid))
+        yield Ctx(harness, sid, logs, cid)
+    finally:
+        harness.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
 
 
 def _undo(h: Harness, before: _State) -> None:
