@@ -187,3 +187,19 @@ def test_stopped_never_overtakes_started(tmp_path: Path, monkeypatch: pytest.Mon
             (cid, pb.CONTAINER_STARTED_EVENT), (cid, pb.CONTAINER_STOPPED_EVENT)]
         m.stop_sandbox(sid)
         m.remove_sandbox(sid)
+
+
+def test_exec_argv_with_nul_is_refused_before_the_manager() -> None:
+    """A NUL in ExecSync's or Exec's cmd used to be cut silently by the C string (exit 0)."""
+    from podkit.cri.server import CRIService
+
+    class _NoManager:
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"the manager was called: {name}")
+
+    service = CRIService.__new__(CRIService)
+    service.manager = _NoManager()  # type: ignore[assignment]
+    with pytest.raises(InvalidArgumentError, match=r"cmd\[2\] 'true\\x00; x': contains a NUL"):
+        service.ExecSync(pb.ExecSyncRequest(container_id="c", cmd=["sh", "-c", "true\0; x"]))
+    with pytest.raises(InvalidArgumentError, match="cmd: required"):
+        service.ExecSync(pb.ExecSyncRequest(container_id="c"))

@@ -803,8 +803,7 @@ class CRIService:
     def ExecSync(self, request: pb.ExecSyncRequest) -> pb.ExecSyncResponse:
         """Run a command in a running container; its exit code and output."""
         id = _required(request.container_id, "container_id")
-        if not request.cmd:
-            raise InvalidArgumentError("cmd: required (the command to run)")
+        _command(request.cmd)
         if request.timeout < 0:
             raise InvalidArgumentError(f"timeout {request.timeout}: must not be negative")
         res = self.manager.exec_sync(id, list(request.cmd), request.timeout or None)
@@ -824,8 +823,7 @@ class CRIService:
         """The URL of a streaming exec session in a running container."""
         streaming = self._streaming()
         self._running(_required(request.container_id, "container_id"))
-        if not request.cmd:
-            raise InvalidArgumentError("cmd: required (the command to run)")
+        _command(request.cmd)
         if not (request.stdin or request.stdout or request.stderr):
             raise InvalidArgumentError("one of stdin, stdout or stderr must be set")
         return pb.ExecResponse(url=streaming.get_exec(request))
@@ -1095,6 +1093,15 @@ def _required(value: str, field: str) -> str:
     if not value:
         raise InvalidArgumentError(f"{field}: required")
     return value
+
+
+def _command(cmd: Sequence[str]) -> None:
+    """An exec's argv: not empty, no NUL byte (a C string would end there, silently)."""
+    if not cmd:
+        raise InvalidArgumentError("cmd: required (the command to run)")
+    for i, arg in enumerate(cmd):
+        if "\0" in arg:
+            raise InvalidArgumentError(f"cmd[{i}] {quote(arg)}: contains a NUL byte")
 
 
 def _with_field_prefix(prefix: str, fn: Callable[[], Any]) -> Any:
