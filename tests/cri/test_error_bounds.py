@@ -7,6 +7,7 @@ metadata limit, so the client saw RESOURCE_EXHAUSTED instead of NOT_FOUND.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -188,3 +189,36 @@ def test_streaming_request_errors_are_bounded() -> None:
             with pytest.raises(BadRequest) as err:
                 read_request(b)
         assert len(str(err.value)) < 200, len(str(err.value))
+
+
+def test_unexpected_errors_are_bounded_too(tmp_path: Path) -> None:
+    """A non-podkit exception quoting a 10k value: UNKNOWN with a bounded message (grpc's own
+    handler would quote it whole and the client would see RESOURCE_EXHAUSTED)."""
+    import concurrent.futures
+
+    from podkit.cri import api_pb2_grpc
+    from podkit.cri.server import _RUNTIME_METHODS, _Servicer
+
+    class _Broken:
+        def Version(self, request: Any) -> Any:
+            raise ValueError(f"bad value {LONG}")
+
+        def ListContainers(self, request: Any) -> Any:
+            raise ValueError("\0" * 5000)
+
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
+    api_pb2_grpc.add_RuntimeServiceServicer_to_server(
+        _Servicer(_Broken(), _RUNTIME_METHODS), server)  # type: ignore[arg-type]
+    sock = tmp_path / "s.sock"
+    server.add_insecure_port(f"unix://{sock}")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"unix://{sock}") as channel:
+            rt = api_pb2_grpc.RuntimeServiceStub(channel)
+            for call, req in ((rt.Version, pb.VersionRequest()),
+                              (rt.ListContainers, pb.ListContainersRequest())):
+                code, details = _code(call, req)
+                assert code == grpc.StatusCode.UNKNOWN, (code, details[:100])
+                assert len(details) <= BOUND and "unexpected ValueError" in details
+    finally:
+        server.stop(None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import queue
 import socket
@@ -89,6 +90,8 @@ __all__ = [
     "status_code_name",
     "status_detail",
 ]
+
+_log = logging.getLogger("podkit.cri")
 
 RUNTIME_NAME = "podkit"
 """``VersionResponse.runtime_name``."""
@@ -1130,7 +1133,11 @@ def _adapt(service: CRIService, name: str) -> Callable[..., Any]:
 
     def fail(context: Any, exc: BaseException) -> None:
         code = getattr(grpc.StatusCode, status_code_name(exc))
-        context.abort(code, status_detail(str(exc)))
+        text = str(exc)
+        if not isinstance(exc, PodkitError):
+            _log.error("%s failed unexpectedly", name, exc_info=exc)
+            text = f"{name}: unexpected {type(exc).__name__}: {exc}"
+        context.abort(code, status_detail(text))
 
     if method is None:
         def unimplemented(request: Any, context: Any) -> Any:
@@ -1141,7 +1148,7 @@ def _adapt(service: CRIService, name: str) -> Callable[..., Any]:
         def stream(request: Any, context: Any) -> Iterator[Any]:
             try:
                 yield from method(request, context.is_active)
-            except PodkitError as exc:
+            except Exception as exc:  # any error: grpc's own reply would quote it unbounded
                 fail(context, exc)
 
         return stream
@@ -1149,7 +1156,7 @@ def _adapt(service: CRIService, name: str) -> Callable[..., Any]:
     def unary(request: Any, context: Any) -> Any:
         try:
             return method(request)
-        except PodkitError as exc:
+        except Exception as exc:  # any error: grpc's own reply would quote it unbounded
             fail(context, exc)
         return None
 
