@@ -37,6 +37,8 @@ _CPUSET = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 _PAGE_SIZE = re.compile(r"\d+(KB|MB|GB|TB|PB)")
 _UNIFIED_KEY = re.compile(r"[A-Za-z0-9_]+\.[A-Za-z0-9_.-]+")
 _NAME_FORBIDDEN = "_/;="
+NAME_MAX = 253
+"""The longest pod or container name (a Kubernetes object name, a DNS subdomain)."""
 _CNI_ARG_FORBIDDEN = ";="
 _SCALARS: dict[object, str] = {str: "a string", int: "an integer", bool: "a boolean"}
 
@@ -107,7 +109,11 @@ def _name(value: str, field: str, error: Error, *, required: bool) -> None:
     """Pod and container metadata names: one rule (they build the unique names and CNI args)."""
     if required and not value:
         raise error(f"{field}: must not be empty")
-    bad = sorted({c for c in value if c in _NAME_FORBIDDEN})
+    if len(value) > NAME_MAX:
+        raise error(f"{field} {quote(value)}: longer than {NAME_MAX} characters ({len(value)})")
+    if value in (".", ".."):
+        raise error(f"{field} {value!r}: not a name")
+    bad = sorted({c for c in value if c in _NAME_FORBIDDEN or not c.isprintable()})
     if bad:
         raise error(f"{field} {quote(value)}: must not contain {' '.join(map(repr, bad))}")
 

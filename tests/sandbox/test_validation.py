@@ -285,12 +285,14 @@ def test_wrong_types_are_refused_naming_the_field(make: Callable[[], Any], messa
 
 
 def test_one_name_rule_for_pods_and_containers() -> None:
-    for name in ("", "a_b", "a/b", "a;b", "a=b", "a\0b"):
+    for name in ("", "a_b", "a/b", "a;b", "a=b", "a\0b", ".", "..", "a\nb", "a" * 254):
         with pytest.raises(SandboxConfigError) as pod_error:
             validate_sandbox_config(pod_md(name=name))
         with pytest.raises(ContainerConfigError) as ctr_error:
             check_container(ctr(metadata=ContainerMetadata(name=name)))
         assert str(pod_error.value) == str(ctr_error.value)
+    validate_sandbox_config(pod_md(name="a" * 253))
+    check_container(ctr(metadata=ContainerMetadata(name="a.b-c" * 50)))
 
 
 def test_error_quotes_a_long_hostile_value_bounded() -> None:
