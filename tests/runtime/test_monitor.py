@@ -178,8 +178,14 @@ def test_pid_file_process_kills_the_group_and_returns_once_reaped(
         assert _state(leader) is None  # reaped before wait_gone returned, not a zombie
     finally:
         proc.close()
-    child = int(kids.read_text())
-    assert os.waitpid(child, 0)[0] == child  # the group member was SIGKILLed too (our orphan)
+    try:  # the group member was SIGKILLed too: gone already, or soon (our orphan zombie)
+        fd = os.pidfd_open(int(kids.read_text()))
+    except ProcessLookupError:
+        return
+    try:
+        assert wait_gone(fd, 10)
+    finally:
+        os.close(fd)
 
 
 def test_pid_file_process_without_a_pid_file_does_nothing(tmp_path: Path) -> None:

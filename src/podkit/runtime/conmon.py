@@ -1080,44 +1080,52 @@ class Conmon:
         process = self._exec_process(record, args)
         cdir = self.container_dir(id)
         work = Path(tempfile.mkdtemp(prefix="exec-", dir=cdir))
-        output = CappedOutput()
-        victim = PidFileProcess(work / "pidfile")
         try:
-            spec = work / "process.json"
-            spec.write_text(json.dumps(process))
-            runtime_log = work / "runtime.log"
-            argv = self._conmon_argv(
-                id,
-                "--runtime-arg", "--log",
-                "--runtime-arg", os.fspath(runtime_log),
-                "--cuuid", f"{id}-exec-{uuid.uuid4().hex[:8]}",
-                "--exec",
-                "--exec-process-spec", os.fspath(spec),
-                "--container-pidfile", os.fspath(victim.pid_path),
-                "--conmon-pidfile", os.fspath(work / "conmon.pid"),
-                "--log-path", "passthrough",
-            )
-            if timeout is not None:
-                argv += ["--timeout", str(max(1, math.ceil(timeout)))]
-            wait_for = None if timeout is None else math.ceil(timeout) + 30.0
-            _, out_w, err_w = output.child_fds()
-            assert out_w is not None and err_w is not None
-            try:
-                messages = self._spawn(
-                    argv, work, wait_for, want=2, runtime_log=runtime_log, stdio=(out_w, err_w)
-                )
-            except RuntimeTimeoutError:
-                victim.kill()  # conmon did (its process group); a late conmon did not
-                raise
-            finally:
-                output.close_after_start()
-                conmon_pid = _read_int_file(work / "conmon.pid")
-                if conmon_pid:
-                    self._stop_monitor(conmon_pid, spec, grace=10.0)
-                victim.wait_gone()
-            stdout, stderr = output.finish()
+            with CappedOutput() as output, PidFileProcess(work / "pidfile") as victim:
+                messages = self._exec_under_conmon(id, process, timeout, work, output, victim)
+                stdout, stderr = output.finish()
             return ExecResult(exit_code=messages[1][0], stdout=stdout, stderr=stderr)
         finally:
-            output.close()
-            victim.close()
             shutil.rmtree(work, ignore_errors=True)
+
+    def _exec_under_conmon(
+        self, id: str, process: Any, timeout: float | None, work: Path,
+        output: CappedOutput, victim: PidFileProcess,
+    ) -> builtins.list[tuple[int, str | None]]:
+        """Run conmon ``--exec`` writing into ``output``; its two sync messages.
+
+        Returns (or raises) once conmon has exited and, after a timeout, once the exec'd
+        process is gone.
+        """
+        spec = work / "process.json"
+        spec.write_text(json.dumps(process))
+        runtime_log = work / "runtime.log"
+        argv = self._conmon_argv(
+            id,
+            "--runtime-arg", "--log",
+            "--runtime-arg", os.fspath(runtime_log),
+            "--cuuid", f"{id}-exec-{uuid.uuid4().hex[:8]}",
+            "--exec",
+            "--exec-process-spec", os.fspath(spec),
+            "--container-pidfile", os.fspath(victim.pid_path),
+            "--conmon-pidfile", os.fspath(work / "conmon.pid"),
+            "--log-path", "passthrough",
+        )
+        if timeout is not None:
+            argv += ["--timeout", str(max(1, math.ceil(timeout)))]
+        wait_for = None if timeout is None else math.ceil(timeout) + 30.0
+        _, out_w, err_w = output.child_fds()
+        assert out_w is not None and err_w is not None
+        try:
+            return self._spawn(
+                argv, work, wait_for, want=2, runtime_log=runtime_log, stdio=(out_w, err_w)
+            )
+        except RuntimeTimeoutError:
+            victim.kill()  # conmon did (its process group); a late conmon did not
+            raise
+        finally:
+            output.close_after_start()
+            conmon_pid = _read_int_file(work / "conmon.pid")
+            if conmon_pid:
+                self._stop_monitor(conmon_pid, spec, grace=10.0)
+            victim.wait_gone()

@@ -266,6 +266,12 @@ class CappedOutput:
         self._thread.join()
         return bytes(self.kept[0]), bytes(self.kept[1])
 
+    def __enter__(self) -> CappedOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         """Stop the reader and close every descriptor."""
         self.close_after_start()

@@ -428,3 +428,9 @@ class PidFileProcess:
         if self.pidfd >= 0:
             os.close(self.pidfd)
             self.pidfd = -1
+
+    def __enter__(self) -> PidFileProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1238,25 +1238,22 @@ class Runc:
             if user is not None:
                 argv += ["--user", user]
             argv += [id, *args]
-            output = CappedOutput()
-            victim = PidFileProcess(pid_path)
             try:
-                try:
-                    res = self._run(argv, io=output, capture=False,
-                                    timeout=timeout if timeout is not None else 0, check=False,
-                                    on_timeout=victim.kill)
-                except BaseException:  # timeout (or interrupted): runc was killed mid-way
-                    victim.kill()  # the pid file may have appeared while runc was killed
-                    victim.wait_gone()
-                    raise
-                stdout, stderr = output.finish()
+                with CappedOutput() as output, PidFileProcess(pid_path) as victim:
+                    try:
+                        res = self._run(argv, io=output, capture=False,
+                                        timeout=timeout if timeout is not None else 0,
+                                        check=False, on_timeout=victim.kill)
+                    except BaseException:  # timed out (or interrupted): runc killed mid-way
+                        victim.kill()  # the pid file may have appeared while runc was killed
+                        victim.wait_gone()
+                        raise
+                    stdout, stderr = output.finish()
                 if res.returncode != 0 and _last_error(res.log):
                     raise self._error(res.returncode, self.command(*argv), res.log)
                 rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
                 return ExecResult(exit_code=rc, stdout=stdout, stderr=stderr)
             finally:
-                output.close()
-                victim.close()
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(pid_path)
 
