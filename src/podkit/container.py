@@ -19,6 +19,7 @@ from podkit._config import (
     ContainerConfig,
     ContainerMetadata,
     Device,
+    HugepageLimit,
     IDMapping,
     KeyValue,
     LinuxContainerConfig,
@@ -42,6 +43,7 @@ __all__ = [
     "ContainerMetadata",
     "Device",
     "DeviceInjector",
+    "HugepageLimit",
     "ImageDefaults",
     "KeyValue",
     "LinuxContainerConfig",
@@ -50,6 +52,7 @@ __all__ = [
     "Mount",
     "MountPropagation",
     "PodContext",
+    "SupplementalGroupsPolicy",
     "build_container_spec",
     "validate_container_config",
 ]

@@ -36,13 +36,9 @@ import attrs
 import cattrs
 import yaml
 
-from podkit._config import (
+from podkit.container import (
     ContainerConfig,
     MountPropagation,
-    NamespaceMode,
-    ProfileType,
-    Protocol,
-    SandboxConfig,
     SupplementalGroupsPolicy,
 )
 from podkit.errors import InvalidArgumentError, NotFoundError
@@ -51,8 +47,12 @@ from podkit.runtime import Runc, read_cri_log
 from podkit.sandbox import (
     Container,
     ContainerFilter,
+    NamespaceMode,
     PauseConfig,
+    ProfileType,
+    Protocol,
     Sandbox,
+    SandboxConfig,
     SandboxManager,
     default_networks,
 )

@@ -16,10 +16,15 @@ from pathlib import Path
 import attrs
 
 from podkit import oci
-from podkit._manager import Container, ContainerStats, Sandbox, SandboxStats
 from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
 from podkit.image import Image, ImageConfig
+from podkit.sandbox import (
+    Container,
+    ContainerStats,
+    Sandbox,
+    SandboxStats,
+)
 
 __all__ = [
     "ContainerImage",

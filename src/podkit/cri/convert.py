@@ -32,46 +32,46 @@ import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from podkit._config import (
+from podkit.container import (
     Capability,
     ContainerConfig,
     ContainerMetadata,
     Device,
-    DNSConfig,
     HugepageLimit,
-    IDMapping,
     KeyValue,
     LinuxContainerConfig,
-    LinuxContainerResources,
     LinuxContainerSecurityContext,
-    LinuxPodSandboxConfig,
-    LinuxSandboxSecurityContext,
     Mount,
     MountPropagation,
+    SupplementalGroupsPolicy,
+)
+from podkit.cri import api_pb2 as pb
+from podkit.errors import InvalidArgumentError, quote
+from podkit.sandbox import (
+    Container,
+    ContainerFilter,
+    ContainerState,
+    ContainerStats,
+    DNSConfig,
+    IDMapping,
+    LinuxContainerResources,
+    LinuxPodSandboxConfig,
+    LinuxSandboxSecurityContext,
     NamespaceMode,
     NamespaceOption,
     PodSandboxMetadata,
     PortMapping,
     ProfileType,
     Protocol,
-    SandboxConfig,
-    SecurityProfile,
-    SELinuxOption,
-    SupplementalGroupsPolicy,
-    UserNamespace,
-)
-from podkit._manager import (
-    Container,
-    ContainerFilter,
-    ContainerState,
-    ContainerStats,
     Sandbox,
+    SandboxConfig,
     SandboxFilter,
     SandboxState,
     SandboxStats,
+    SecurityProfile,
+    SELinuxOption,
+    UserNamespace,
 )
-from podkit.cri import api_pb2 as pb
-from podkit.errors import InvalidArgumentError, quote
 
 __all__ = [
     "ConversionError",

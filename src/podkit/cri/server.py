@@ -31,16 +31,6 @@ import attrs
 import podkit
 from podkit import cni
 from podkit import image as _image
-from podkit._manager import (
-    Container,
-    ContainerFilter,
-    ContainerState,
-    Sandbox,
-    SandboxFilter,
-    SandboxManager,
-    SandboxState,
-    pause_config,
-)
 from podkit.cdi import UnresolvableDevicesError
 from podkit.cri import api_pb2 as pb
 from podkit.cri._server_status import (
@@ -72,6 +62,16 @@ from podkit.errors import (
     quote,
 )
 from podkit.runtime.errors import RuntimeTimeoutError
+from podkit.sandbox import (
+    Container,
+    ContainerFilter,
+    ContainerState,
+    Sandbox,
+    SandboxFilter,
+    SandboxManager,
+    SandboxState,
+    pause_config,
+)
 
 __all__ = [
     "EVENTS_BACKLOG",
