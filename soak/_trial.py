@@ -27,20 +27,24 @@ from pathlib import Path
 from typing import Any
 
 from podkit import cni
-from podkit._config import (
+from podkit.container import (
     ContainerConfig,
     ContainerMetadata,
     LinuxContainerConfig,
     LinuxContainerSecurityContext,
+)
+from podkit.runtime import Conmon, ConmonSupervisor, InProcessSupervisor, Runc
+from podkit.sandbox import (
     LinuxPodSandboxConfig,
     LinuxSandboxSecurityContext,
     NamespaceMode,
     NamespaceOption,
+    PauseConfig,
     PodSandboxMetadata,
     SandboxConfig,
+    SandboxManager,
+    default_network_config,
 )
-from podkit.runtime import Conmon, ConmonSupervisor, InProcessSupervisor, Runc
-from podkit.sandbox import PauseConfig, SandboxManager, default_network_config
 
 RUNTIME_METHODS = ("create", "start", "kill", "delete", "wait")
 SUPERVISOR_METHODS = ("start", "wait", "stop", "delete")

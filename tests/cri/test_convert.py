@@ -15,8 +15,11 @@ from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podkit import _config as m
-from podkit._manager import (
+from podkit.cri import api_pb2 as pb
+from podkit.cri import convert
+from podkit.cri.convert import ConversionError
+from podkit.pods import config as m
+from podkit.pods.manager import (
     Container,
     ContainerFilter,
     ContainerState,
@@ -26,9 +29,6 @@ from podkit._manager import (
     SandboxState,
     SandboxStats,
 )
-from podkit.cri import api_pb2 as pb
-from podkit.cri import convert
-from podkit.cri.convert import ConversionError
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

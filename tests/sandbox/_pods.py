@@ -13,7 +13,7 @@ import attrs
 
 import _leaks
 from conftest import require_binary, require_isolated
-from podkit._config import (
+from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,
     LinuxContainerConfig,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from podkit._config import (
+from podkit.container import PodContext
+from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,
     LinuxContainerConfig,
@@ -16,7 +17,6 @@ from podkit._config import (
     SandboxConfig,
     SecurityProfile,
 )
-from podkit.container import PodContext
 from podkit.sandbox import SandboxFiles
 
 FILES = SandboxFiles.under("/run/pk/sb1")

@@ -22,14 +22,6 @@ from google.protobuf import json_format
 
 from conftest import require_binary
 from podkit import apparmor, oci
-from podkit._config import (
-    ContainerConfig,
-    NamespaceMode,
-    NamespaceOption,
-    ProfileType,
-    SandboxConfig,
-    SecurityProfile,
-)
 from podkit.apparmor import DEFAULT_PROFILE, AppArmorError, AppArmorHost
 from podkit.container import (
     ContainerConfigError,
@@ -40,6 +32,14 @@ from podkit.container import (
 from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
 from podkit.errors import InvalidArgumentError
+from podkit.pods.config import (
+    ContainerConfig,
+    NamespaceMode,
+    NamespaceOption,
+    ProfileType,
+    SandboxConfig,
+    SecurityProfile,
+)
 from podkit.sandbox import SandboxConfigError, apparmor_opt, build_sandbox_spec
 
 from . import _security as security

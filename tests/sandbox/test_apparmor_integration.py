@@ -17,7 +17,8 @@ import pytest
 
 from conftest import require, require_binary, require_isolated, require_root
 from podkit import apparmor
-from podkit._config import (
+from podkit.container import ContainerConfigError
+from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,
     LinuxContainerConfig,
@@ -31,7 +32,6 @@ from podkit._config import (
     SandboxConfig,
     SecurityProfile,
 )
-from podkit.container import ContainerConfigError
 from podkit.sandbox import SandboxManager
 
 from ._pods import managed, snapshot

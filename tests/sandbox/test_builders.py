@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from podkit import oci
-from podkit._config import (
+from podkit.container import (
+    ContainerConfigError,
+    ImageDefaults,
+    PodContext,
+    build_container_spec,
+)
+from podkit.pods.config import (
     Capability,
     ContainerConfig,
     ContainerMetadata,
@@ -27,12 +33,6 @@ from podkit._config import (
     PodSandboxMetadata,
     SandboxConfig,
     UserNamespace,
-)
-from podkit.container import (
-    ContainerConfigError,
-    ImageDefaults,
-    PodContext,
-    build_container_spec,
 )
 from podkit.sandbox import SandboxConfigError, SandboxFiles, build_sandbox_spec
 

@@ -17,7 +17,8 @@ import pytest
 
 from conftest import require_binary, require_isolated
 from podkit import netns
-from podkit._config import (
+from podkit.container import PodContext, build_container_spec
+from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,
     DNSConfig,
@@ -29,8 +30,7 @@ from podkit._config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
-from podkit._cri_rules import resolv_conf
-from podkit.container import PodContext, build_container_spec
+from podkit.pods.rules import resolv_conf
 from podkit.sandbox import SandboxFiles, build_sandbox_spec
 
 pytestmark = pytest.mark.integration

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from podkit import _cri_rules, apparmor, oci
-from podkit._config import (
+from podkit import apparmor, oci
+from podkit.container import PodContext, build_container_spec
+from podkit.pods import rules
+from podkit.pods.config import (
     Capability,
     ContainerConfig,
     ContainerMetadata,
@@ -24,7 +26,6 @@ from podkit._config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
-from podkit.container import PodContext, build_container_spec
 from podkit.sandbox import SandboxFiles
 
 NO_APPARMOR = apparmor.AppArmorHost(enabled_file="/nonexistent/apparmor/enabled")
@@ -71,7 +72,7 @@ def test_privileged_option_uses_the_bounding_set(tmp_path: Path) -> None:
 
 def test_resolve_all_means_current() -> None:
     known = list(oci.KNOWN_CAPABILITIES)
-    resolve = _cri_rules.resolve_capabilities
+    resolve = rules.resolve_capabilities
     assert resolve(["CAP_KILL"], ["ALL"], [], known, current=HOST) == HOST
     assert resolve([], ["ALL"], ["kill"], known, current=HOST) == [
         "CAP_CHOWN", "CAP_NET_RAW", "CAP_SYS_ADMIN"]

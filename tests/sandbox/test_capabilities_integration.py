@@ -39,7 +39,7 @@ CHILD = textwrap.dedent("""
         if libc.prctl(24, oci.KNOWN_CAPABILITIES.index(name), 0, 0, 0) != 0:  # PR_CAPBSET_DROP
             sys.exit(f"prctl(PR_CAPBSET_DROP, {name}): errno {ctypes.get_errno()}")
 
-    from podkit._config import (Capability, LinuxContainerConfig,
+    from podkit.pods.config import (Capability, LinuxContainerConfig,
         LinuxContainerSecurityContext, NamespaceMode, NamespaceOption)
     from sandbox._pods import ctr_config, make_manager, pod_config
 

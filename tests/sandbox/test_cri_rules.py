@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from podkit import _cri_rules as rules
-from podkit._config import (
+from podkit.errors import InvalidArgumentError
+from podkit.pods import rules as rules
+from podkit.pods.config import (
     ContainerMetadata,
     DNSConfig,
     PodSandboxMetadata,
     SandboxConfig,
 )
-from podkit.errors import InvalidArgumentError
 
 KNOWN = ["CAP_CHOWN", "CAP_KILL", "CAP_NET_ADMIN", "CAP_SYS_ADMIN", "CAP_NET_RAW"]
 

@@ -15,7 +15,14 @@ from typing import Any
 
 import pytest
 
-from podkit._config import (
+from podkit.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PodkitError,
+)
+from podkit.pods.config import (
     Capability,
     ContainerConfig,
     ContainerMetadata,
@@ -30,14 +37,7 @@ from podkit._config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
-from podkit._manager import _cgroup_dir, _quantity
-from podkit.errors import (
-    AlreadyExistsError,
-    ConflictError,
-    InvalidArgumentError,
-    NotFoundError,
-    PodkitError,
-)
+from podkit.pods.manager import _cgroup_dir, _quantity
 from podkit.runtime import ExecResult, ExitStatus
 from podkit.runtime.errors import OCIRuntimeError
 from podkit.runtime.testing import FakeRuntime
@@ -563,7 +563,7 @@ def test_undo_that_cannot_complete_leaves_a_listed_removable_pod(
 
 def test_cni_failures_no_retry_can_fix() -> None:
     from podkit import cni
-    from podkit._manager import _cni_cannot_run
+    from podkit.pods.manager import _cni_cannot_run
 
     missing = cni.PluginNotFoundError(7, "failed to find plugin \"nope\"", plugin="nope")
     failed = cni.CNIError(11, "plugin said no", plugin="bridge")

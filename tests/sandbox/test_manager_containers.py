@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from podkit import cdi
-from podkit._config import (
+from podkit.pods.config import (
     Capability,
     KeyValue,
     LinuxContainerConfig,

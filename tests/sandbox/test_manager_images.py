@@ -20,11 +20,11 @@ import pytest
 import _leaks
 from conftest import REPO
 from image.imagebuild import Layer, build_image, write_layout
-from podkit._config import ContainerConfig, LinuxContainerConfig, LinuxContainerSecurityContext
-from podkit._manager import _image_defaults, _signal_number
 from podkit.container import ContainerConfigError
 from podkit.errors import NotFoundError
 from podkit.image import ImageConfig, ImageStore, import_image, list_rootfs, parse_reference
+from podkit.pods.config import ContainerConfig, LinuxContainerConfig, LinuxContainerSecurityContext
+from podkit.pods.manager import _image_defaults, _signal_number
 from podkit.runtime import Runc, read_cri_log
 from podkit.sandbox import ContainerState, PauseConfig, SandboxManager, default_networks
 
@@ -262,18 +262,18 @@ _CHILD = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from podkit import _manager
+from podkit.pods import manager
 from podkit.image import ImageStore
 from sandbox.test_manager_images import APP, _cfg, _manager as make
 from sandbox._pods import pod_config
 m = make(Path({base!r}), ImageStore({store!r}))
 sb = m.run_sandbox(pod_config())
-original = _manager._image.create_rootfs
+original = manager._image.create_rootfs
 def hang(*a, **kw):
     r = original(*a, **kw)
     print("ROOTFS", flush=True)
     time.sleep(600)
-_manager._image.create_rootfs = hang
+manager._image.create_rootfs = hang
 m.create_container(sb.id, _cfg("app", APP))
 """
 

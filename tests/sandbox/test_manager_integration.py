@@ -16,8 +16,8 @@ import pytest
 
 from conftest import require_binary
 from podkit import netns
-from podkit._config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping
 from podkit.errors import AlreadyExistsError
+from podkit.pods.config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping
 from podkit.runtime import read_cri_log
 from podkit.sandbox import (
     ContainerState,
@@ -176,7 +176,7 @@ def test_two_pods_reach_each_other_and_port_mapping_from_host(
     www = tmp_path / "www"
     www.mkdir()
     (www / "index.html").write_text("hello from pk-pod-server\n")
-    from podkit._config import Mount
+    from podkit.pods.config import Mount
 
     server = mgr.run_sandbox(pod_config(port_mappings=[PortMapping(container_port=80,
                                                                    host_port=18080)]))

@@ -12,9 +12,9 @@ import pytest
 import _leaks
 from conftest import require_binary, require_isolated
 from podkit._cli.pod import load_pod_file
-from podkit._config import NamespaceMode, ProfileType, Protocol, SupplementalGroupsPolicy
 from podkit.cli import main
 from podkit.errors import InvalidArgumentError
+from podkit.pods.config import NamespaceMode, ProfileType, Protocol, SupplementalGroupsPolicy
 
 from ._pods import copy_rootfs, leaked, snapshot
 

@@ -15,14 +15,6 @@ import pytest
 from google.protobuf import json_format
 
 from podkit import oci
-from podkit._config import (
-    Capability,
-    ContainerConfig,
-    NamespaceMode,
-    ProfileType,
-    SandboxConfig,
-    SecurityProfile,
-)
 from podkit.container import (
     ContainerConfigError,
     PodContext,
@@ -31,6 +23,14 @@ from podkit.container import (
 )
 from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
+from podkit.pods.config import (
+    Capability,
+    ContainerConfig,
+    NamespaceMode,
+    ProfileType,
+    SandboxConfig,
+    SecurityProfile,
+)
 from podkit.sandbox import (
     SandboxConfigError,
     build_sandbox_spec,

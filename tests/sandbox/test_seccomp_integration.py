@@ -19,7 +19,8 @@ import pytest
 from _runtimes import OneShotRuntime, report
 from conftest import require_binary, require_isolated, require_root
 from podkit import oci
-from podkit._config import (
+from podkit.container import ContainerConfigError, PodContext, build_container_spec
+from podkit.pods.config import (
     Capability,
     ContainerConfig,
     ContainerMetadata,
@@ -34,7 +35,6 @@ from podkit._config import (
     SandboxConfig,
     SecurityProfile,
 )
-from podkit.container import ContainerConfigError, PodContext, build_container_spec
 from podkit.runtime import Runc
 from podkit.sandbox import SandboxConfigError, SandboxFiles, SandboxManager, build_sandbox_spec
 

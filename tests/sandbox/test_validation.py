@@ -13,8 +13,12 @@ from typing import Any
 import attrs
 import pytest
 
-from podkit import _cri_rules, apparmor
-from podkit._config import (
+from podkit import apparmor
+from podkit.container import ContainerConfigError, PodContext, validate_container_config
+from podkit.errors import InvalidArgumentError
+from podkit.pods import rules
+from podkit.pods.checks import config_strings
+from podkit.pods.config import (
     Capability,
     ContainerConfig,
     ContainerMetadata,
@@ -37,9 +41,6 @@ from podkit._config import (
     SecurityProfile,
     SELinuxOption,
 )
-from podkit._config_checks import config_strings
-from podkit.container import ContainerConfigError, PodContext, validate_container_config
-from podkit.errors import InvalidArgumentError
 from podkit.runtime.testing import FakeRuntime
 from podkit.sandbox import (
     PauseConfig,
@@ -308,7 +309,7 @@ def test_error_quotes_a_long_hostile_value_bounded() -> None:
 
 
 def test_container_log_path_stays_inside_the_log_directory() -> None:
-    path = _cri_rules.container_log_path
+    path = rules.container_log_path
     assert path(LOG_DIR, "app/0.log") == f"{LOG_DIR}/app/0.log"
     assert path(LOG_DIR + "/", "./app//0.log") == f"{LOG_DIR}/app/0.log"
     assert path(LOG_DIR, "/app/0.log") == f"{LOG_DIR}/app/0.log"  # Go's filepath.Join

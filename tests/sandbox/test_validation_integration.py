@@ -14,8 +14,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from podkit._config import DNSConfig, LinuxPodSandboxConfig, PodSandboxMetadata, SandboxConfig
 from podkit.container import ContainerConfigError
+from podkit.pods.config import DNSConfig, LinuxPodSandboxConfig, PodSandboxMetadata, SandboxConfig
 from podkit.runtime import read_cri_log
 from podkit.sandbox import ContainerState, SandboxConfigError, SandboxManager
 

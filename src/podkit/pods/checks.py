@@ -18,9 +18,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
 
-from podkit import _cri_rules
-from podkit._config import ContainerConfig, LinuxContainerResources, SandboxConfig
 from podkit.errors import InvalidArgumentError, quote
+from podkit.pods import rules
+from podkit.pods.config import ContainerConfig, LinuxContainerResources, SandboxConfig
 
 __all__ = [
     "check_container_config",
@@ -251,7 +251,7 @@ def check_container_config(config: ContainerConfig, sandbox: SandboxConfig,
         _absolute(d.host_path, f"devices[{i}].host_path", error)
     _keys(config.labels, "labels", error)
     _keys(config.annotations, "annotations", error)
-    _cri_rules.container_log_path(sandbox.log_directory, config.log_path, error)
+    rules.container_log_path(sandbox.log_directory, config.log_path, error)
     _resources(config.linux.resources, "linux.resources", error)
     sc = config.linux.security_context
     field = "linux.security_context"

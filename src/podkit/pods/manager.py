@@ -30,16 +30,25 @@ from typing import Any
 import attrs
 import cattrs
 
-from podkit import _cri_rules, cni, netns, oci
+from podkit import cni, netns, oci
 from podkit import image as _image
-from podkit._config import (
+from podkit._files import atomic_write, file_lock, sweep_atomic_temps, validate_id
+from podkit.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    InvalidArgumentError,
+    NotFoundError,
+    PodkitError,
+    quote,
+)
+from podkit.pods import rules
+from podkit.pods.config import (
     ContainerConfig,
     LinuxContainerResources,
     NamespaceMode,
     SandboxConfig,
 )
-from podkit._files import atomic_write, file_lock, sweep_atomic_temps, validate_id
-from podkit.container import (
+from podkit.pods.container_spec import (
     ContainerConfigError,
     DeviceInjector,
     ImageDefaults,
@@ -48,13 +57,12 @@ from podkit.container import (
     build_container_spec,
     validate_container_config,
 )
-from podkit.errors import (
-    AlreadyExistsError,
-    ConflictError,
-    InvalidArgumentError,
-    NotFoundError,
-    PodkitError,
-    quote,
+from podkit.pods.sandbox_spec import (
+    SANDBOX_OOM_SCORE_ADJ,
+    SandboxConfigError,
+    SandboxFiles,
+    build_sandbox_spec,
+    validate_sandbox_config,
 )
 from podkit.runtime import (
     AttachStream,
@@ -68,13 +76,6 @@ from podkit.runtime import (
     Supervisor,
 )
 from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
-from podkit.sandbox import (
-    SANDBOX_OOM_SCORE_ADJ,
-    SandboxConfigError,
-    SandboxFiles,
-    build_sandbox_spec,
-    validate_sandbox_config,
-)
 
 __all__ = [
     "INFRALESS_STEPS",
@@ -611,7 +612,7 @@ class SandboxManager:
                     f"runtime {runtime!r} is not a Runc: give a supervisor for it")
             supervisor = ConmonSupervisor(Conmon(runtime, state_dir=self.state_dir / "conmon"))
         self.supervisor: Supervisor = supervisor
-        self.oom_score_floor = _cri_rules.current_oom_score_adj()
+        self.oom_score_floor = rules.current_oom_score_adj()
         if pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
             _log.warning(
                 "pause containers get OOM score %d instead of %d: this process (score %d) "
@@ -715,7 +716,7 @@ class SandboxManager:
         (hostname, hosts, resolv.conf, a 64 MiB tmpfs for /dev/shm), create and start the pause.
         """
         validate_sandbox_config(config)
-        sb = Sandbox(id=secrets.token_hex(32), name=_cri_rules.sandbox_name(config.metadata),
+        sb = Sandbox(id=secrets.token_hex(32), name=rules.sandbox_name(config.metadata),
                      config=config, created_at=_now())
         if sb.host_network and config.hostname:
             raise SandboxConfigError(
@@ -871,14 +872,14 @@ class SandboxManager:
         d = self._sandbox_dir(sb.id)
         d.mkdir(parents=True, exist_ok=True)
         files = self._files(sb)
-        hostname = _cri_rules.host_hostname() if sb.host_network else (
-            sb.config.hostname or _cri_rules.host_hostname())
+        hostname = rules.host_hostname() if sb.host_network else (
+            sb.config.hostname or rules.host_hostname())
         Path(files.hostname).write_text(hostname + "\n")
         hosts = Path("/etc/hosts")
         Path(files.hosts).write_bytes(hosts.read_bytes() if hosts.exists() else b"")
         dns = sb.config.dns_config
         if dns is not None:
-            Path(files.resolv_conf).write_text(_cri_rules.resolv_conf(dns))
+            Path(files.resolv_conf).write_text(rules.resolv_conf(dns))
         else:
             host = Path("/etc/resolv.conf")
             Path(files.resolv_conf).write_bytes(host.read_bytes() if host.exists() else b"")
@@ -1226,7 +1227,7 @@ class SandboxManager:
         userns = sb.config.linux.security_context.namespace_options.userns_options
         if userns is not None and userns.mode == NamespaceMode.POD:
             paths["user"] = f"/proc/{pid}/ns/user"
-        hostname = _cri_rules.host_hostname() if sb.host_network else ""
+        hostname = rules.host_hostname() if sb.host_network else ""
         return PodContext(id=sb.id, config=sb.config, files=self._files(sb),
                           namespace_paths=paths, hostname=hostname)
 
@@ -1279,7 +1280,7 @@ class SandboxManager:
                 if t.state == ContainerState.CONTAINER_RUNNING:
                     target = f"/proc/{t.pid}/ns/pid"
             c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
-                          name=_cri_rules.container_name(config.metadata, sb.config.metadata),
+                          name=rules.container_name(config.metadata, sb.config.metadata),
                           config=config, created_at=_now(), meta=dict(meta or {}))
             pod = self._pod_context(sb)
             build_config = config
@@ -1303,7 +1304,7 @@ class SandboxManager:
                 )
 
             if sb.config.log_directory and config.log_path:
-                c.log_path = _cri_rules.container_log_path(
+                c.log_path = rules.container_log_path(
                     sb.config.log_directory, config.log_path, ContainerConfigError)
             if img is None:
                 spec = build(rootfs)

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
 from podkit import oci
-from podkit._config import ContainerMetadata, DNSConfig, PodSandboxMetadata, SandboxConfig
 from podkit.errors import InvalidArgumentError, quote
+from podkit.pods.config import ContainerMetadata, DNSConfig, PodSandboxMetadata, SandboxConfig
 
 __all__ = [
     "ANNOTATION_CONTAINER_NAME",
