@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -116,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0 or os.environ.get("PODKIT_ISOLATED") != "1":
         print("soak: run as root inside scripts/isolated (make soak)", file=sys.stderr)
         return 2
+    # SIGTERM unwinds like an error: every probe's cleanup (finally) still runs
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     log: Callable[[str], None] = (lambda s: None) if args.quiet else \
         (lambda s: print(s, flush=True))
     probes = args.probes.split(",")
