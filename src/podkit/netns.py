@@ -11,13 +11,14 @@ spec names in ``linux.namespaces[].path``.
 
 The caller's own namespace is never touched: creation and :func:`run_in` happen in a dedicated OS
 thread that ends afterwards. Netlink work (loopback up) goes through pyroute2.
+
+A pod without a pause container pins its IPC and UTS namespaces the same way
+(:func:`pin_namespaces`) and mounts its own /dev/shm (:func:`mount_shm`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import fcntl
 import os
@@ -25,12 +26,12 @@ import socket
 import stat
 import struct
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import attrs
 
-from podkit import errors
+from podkit import _linux, errors
 from podkit._files import StrPath, validate_id
 
 __all__ = [
@@ -44,20 +45,20 @@ __all__ = [
     "enter",
     "exists",
     "list_netns",
+    "mount_shm",
     "open_netns",
+    "pin_namespaces",
     "remove",
     "run_in",
+    "unmount_all",
 ]
 
 DEFAULT_DIR = "/var/run/netns"
 """Where ``ip netns`` and containerd pin namespaces (``/var/run`` is ``/run`` on most hosts)."""
 
-_CLONE_NEWNET = 0x40000000
-_MS_BIND = 0x1000
-_MS_REC = 0x4000
-_MS_SHARED = 1 << 20
-_MNT_DETACH = 0x2
-_UMOUNT_NOFOLLOW = 0x8
+_CLONE_NEWNET = _linux.CLONE_NEWNET
+_MS_BIND, _MS_REC, _MS_SHARED = _linux.MS_BIND, _linux.MS_REC, _linux.MS_SHARED
+_MNT_DETACH, _UMOUNT_NOFOLLOW = _linux.MNT_DETACH, _linux.UMOUNT_NOFOLLOW
 _NS_GET_NSTYPE = 0xB703  # _IO(0xb7, 0x3), Linux >= 4.11
 _MAX_STACKED_MOUNTS = 16
 
@@ -87,40 +88,21 @@ class InvalidArgumentError(NetNSError, errors.InvalidArgumentError):
 
 # --- syscalls -------------------------------------------------------------------------------
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mount.argtypes = [
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_char_p,
-    ctypes.c_ulong,
-    ctypes.c_void_p,
-]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-_libc.unshare.argtypes = [ctypes.c_int]
-_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
-
-
-def _check(ret: int, what: str, path: str) -> None:
-    if ret != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}", path)
-
 
 def _mount(source: str | None, target: str, flags: int) -> None:
-    src = source.encode() if source is not None else b"none"
-    _check(_libc.mount(src, target.encode(), b"none", flags, None), "mount", target)
+    _linux.mount(source, target, None, flags)
 
 
 def _umount(target: str) -> None:
-    _check(_libc.umount2(target.encode(), _MNT_DETACH | _UMOUNT_NOFOLLOW), "umount", target)
+    _linux.umount(target, _MNT_DETACH | _UMOUNT_NOFOLLOW)
 
 
 def _unshare_net() -> None:
-    _check(_libc.unshare(_CLONE_NEWNET), "unshare(CLONE_NEWNET)", "")
+    _linux.unshare(_CLONE_NEWNET)
 
 
 def _setns(fd: int, path: str) -> None:
-    _check(_libc.setns(fd, _CLONE_NEWNET), "setns(CLONE_NEWNET)", path)
+    _linux.setns(fd, _CLONE_NEWNET, path)
 
 
 # --- inspection -----------------------------------------------------------------------------
@@ -476,3 +458,63 @@ def enter(path: StrPath) -> Iterator[NetNS]:
             ) from e
         finally:
             os.close(original)
+
+
+# --- the other namespaces of a pod without a pause container ----------------------------------
+
+
+def mount_shm(path: StrPath, size: int) -> None:
+    """Mount a pod's /dev/shm: a ``nosuid,nodev,noexec`` tmpfs of ``size`` bytes, mode 1777."""
+    _linux.mount("shm", path, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
+                 f"mode=1777,size={size}")
+
+
+def unmount_all(path: StrPath) -> None:
+    """Detach every mount stacked on ``path``; a path that is no mount point is fine."""
+    for _ in range(16):
+        try:
+            _linux.umount(path, _MNT_DETACH)
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.ENOENT):
+                return
+            raise
+
+
+def pin_namespaces(ns_dir: StrPath, kinds: Sequence[str], *, hostname: str = "",
+                   netns_path: str = "", sysctls: Mapping[str, str] | None = None) -> None:
+    """Make new IPC/UTS namespaces and pin them at ``ns_dir/<kind>`` (no process keeps them).
+
+    A thread of its own unshares them (namespaces are per thread), sets the hostname, joins
+    ``netns_path`` to write the sysctls there, and bind-mounts its namespace files; it then
+    ends. A sysctl that cannot be written is an ``InvalidArgumentError`` naming it.
+    """
+    pins = os.fspath(ns_dir)
+
+    def work() -> None:
+        flags = (_linux.CLONE_NEWIPC if "ipc" in kinds else 0) | (
+            _linux.CLONE_NEWUTS if "uts" in kinds else 0)
+        if flags:
+            _linux.unshare(flags)
+        if "uts" in kinds and hostname:
+            _linux.sethostname(hostname)
+        if netns_path:
+            fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _linux.setns(fd, _CLONE_NEWNET, netns_path)
+            finally:
+                os.close(fd)
+        for key, value in (sysctls or {}).items():
+            try:
+                with open(os.path.join("/proc/sys", key.replace(".", "/")), "w") as f:
+                    f.write(value)
+            except OSError as exc:
+                raise InvalidArgumentError(
+                    f"linux.sysctls[{key!r}] = {value!r}: {exc.strerror}") from None
+        tid = threading.get_native_id()
+        for kind in kinds:
+            pin = os.path.join(pins, kind)
+            open(pin, "a").close()
+            _linux.mount(f"/proc/self/task/{tid}/ns/{kind}", pin, None, _MS_BIND)
+
+    os.makedirs(pins, exist_ok=True)
+    _in_thread(work, "pin-namespaces")

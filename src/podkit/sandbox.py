@@ -2,7 +2,7 @@
 ``SandboxManager``, which runs pods end to end.
 
 The public face of the pods layer for pods; the code lives in ``podkit.pods`` (``config``,
-``sandbox_spec``, ``manager``). Every name here is a contract.
+``sandbox_spec``, ``records``, ``network``, ``images``, ``manager``). Every name here is a contract.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from podkit.pods.config import (
     SELinuxOption,
     UserNamespace,
 )
-from podkit.pods.manager import (
+from podkit.pods.images import pause_config
+from podkit.pods.manager import SandboxManager
+from podkit.pods.network import default_network_config, default_networks
+from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
     Container,
@@ -35,12 +38,8 @@ from podkit.pods.manager import (
     RecoveryReport,
     Sandbox,
     SandboxFilter,
-    SandboxManager,
     SandboxState,
     SandboxStats,
-    default_network_config,
-    default_networks,
-    pause_config,
 )
 from podkit.pods.sandbox_spec import (
     SandboxConfigError,

@@ -19,7 +19,7 @@ from podkit.cri import api_pb2 as pb
 from podkit.cri import convert
 from podkit.cri.convert import ConversionError
 from podkit.pods import config as m
-from podkit.pods.manager import (
+from podkit.sandbox import (
     Container,
     ContainerFilter,
     ContainerState,

@@ -9,7 +9,7 @@ import pytest
 
 from podkit.errors import InvalidArgumentError
 from podkit.runtime import runc as rc
-from podkit.runtime.base import ContainerState, ExitStatus, parse_timestamp
+from podkit.runtime.base import ContainerState, ExitStatus, parse_timestamp, signal_number
 from podkit.runtime.errors import OCIRuntimeError
 
 DATA = Path(__file__).parent / "data"
@@ -161,8 +161,13 @@ def test_exit_status_from_wait_status() -> None:
 
 
 def test_signal_numbers() -> None:
-    assert rc._signal_number("KILL") == 9
-    assert rc._signal_number("SIGTERM") == 15
-    assert rc._signal_number("9") == 9
-    with pytest.raises(InvalidArgumentError, match="NOPE"):
-        rc._signal_number("NOPE")
+    import signal
+
+    assert signal_number("KILL") == 9
+    assert signal_number("SIGTERM") == 15
+    assert signal_number("9") == signal_number(9) == 9
+    assert signal_number(" sigrtmin+3 ") == signal.SIGRTMIN + 3
+    assert signal_number("SIGRTMAX-2") == signal.SIGRTMAX - 2
+    for bad in ("NOPE", "SIGRTMIN+x", ""):
+        with pytest.raises(InvalidArgumentError, match="unknown signal"):
+            signal_number(bad)

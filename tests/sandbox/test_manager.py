@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from podkit.cgroups import cgroup_dir
 from podkit.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -37,7 +38,7 @@ from podkit.pods.config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
-from podkit.pods.manager import _cgroup_dir, _quantity
+from podkit.pods.network import quantity
 from podkit.runtime import ExecResult, ExitStatus
 from podkit.runtime.errors import OCIRuntimeError
 from podkit.runtime.testing import FakeRuntime
@@ -355,13 +356,13 @@ def test_update_resources_and_target_pid(parts: Any, rootfs: Path) -> None:
 
 
 def test_quantities_and_cgroup_dirs() -> None:
-    assert _quantity("10M", "x") == 10_000_000
-    assert _quantity("1Gi", "x") == 1 << 30
-    assert _quantity("512", "x") == 512
+    assert quantity("10M", "x") == 10_000_000
+    assert quantity("1Gi", "x") == 1 << 30
+    assert quantity("512", "x") == 512
     with pytest.raises(InvalidArgumentError, match="'ten' is not a quantity"):
-        _quantity("ten", "annotation kubernetes.io/ingress-bandwidth")
-    assert _cgroup_dir("memory", "/podkit/abc") == Path("/sys/fs/cgroup/memory/podkit/abc")
-    assert _cgroup_dir("pids", "kubepods-burst.slice:cri-podkit:abc") == Path(
+        quantity("ten", "annotation kubernetes.io/ingress-bandwidth")
+    assert cgroup_dir("memory", "/podkit/abc") == Path("/sys/fs/cgroup/memory/podkit/abc")
+    assert cgroup_dir("pids", "kubepods-burst.slice:cri-podkit:abc") == Path(
         "/sys/fs/cgroup/pids/kubepods.slice/kubepods-burst.slice/cri-podkit-abc.scope")
 
 
@@ -563,15 +564,15 @@ def test_undo_that_cannot_complete_leaves_a_listed_removable_pod(
 
 def test_cni_failures_no_retry_can_fix() -> None:
     from podkit import cni
-    from podkit.pods.manager import _cni_cannot_run
+    from podkit.pods.network import cni_cannot_run
 
     missing = cni.PluginNotFoundError(7, "failed to find plugin \"nope\"", plugin="nope")
     failed = cni.CNIError(11, "plugin said no", plugin="bridge")
-    assert _cni_cannot_run(missing) and _cni_cannot_run(ValueError("embedded null byte"))
-    assert _cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing}))
-    assert not _cni_cannot_run(failed)
-    assert not _cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing, "b": failed}))
-    assert not _cni_cannot_run(OSError("ENOMEM"))
+    assert cni_cannot_run(missing) and cni_cannot_run(ValueError("embedded null byte"))
+    assert cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing}))
+    assert not cni_cannot_run(failed)
+    assert not cni_cannot_run(cni.NetworksError("removal", "c", {"a": missing, "b": failed}))
+    assert not cni_cannot_run(OSError("ENOMEM"))
 
 
 def test_start_failure_whose_cleanup_fails_is_retried_by_remove(

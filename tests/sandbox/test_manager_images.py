@@ -24,7 +24,7 @@ from podkit.container import ContainerConfigError
 from podkit.errors import NotFoundError
 from podkit.image import ImageConfig, ImageStore, import_image, list_rootfs, parse_reference
 from podkit.pods.config import ContainerConfig, LinuxContainerConfig, LinuxContainerSecurityContext
-from podkit.pods.manager import _image_defaults, _signal_number
+from podkit.pods.images import image_defaults, signal_number
 from podkit.runtime import Runc, read_cri_log
 from podkit.sandbox import ContainerState, PauseConfig, SandboxManager, default_networks
 
@@ -48,18 +48,18 @@ PAUSE_CONFIG = {"Env": ["PATH=/bin"], "Entrypoint": ["sleep"], "Cmd": ["21474836
 
 
 def test_signal_number_accepts_image_spellings() -> None:
-    assert _signal_number("SIGTERM", "x") == signal.SIGTERM
-    assert _signal_number("usr1", "x") == signal.SIGUSR1
-    assert _signal_number("9", "x") == 9
-    assert _signal_number("SIGRTMIN+3", "x") == signal.SIGRTMIN + 3
-    assert _signal_number("SIGRTMAX-2", "x") == signal.SIGRTMAX - 2
-    assert [_signal_number(n, "x") for n in ("31", "34", "64", "SIGRTMAX")] == [31, 34, 64, 64]
+    assert signal_number("SIGTERM", "x") == signal.SIGTERM
+    assert signal_number("usr1", "x") == signal.SIGUSR1
+    assert signal_number("9", "x") == 9
+    assert signal_number("SIGRTMIN+3", "x") == signal.SIGRTMIN + 3
+    assert signal_number("SIGRTMAX-2", "x") == signal.SIGRTMAX - 2
+    assert [signal_number(n, "x") for n in ("31", "34", "64", "SIGRTMAX")] == [31, 34, 64, 64]
     # only what the CRI Signal enum can name: 32 and 33 (glibc's) and past SIGRTMAX are not
     for bad in ("SIGNOPE", "0", "999", "SIGRTMIN+x", "32", "33", "65", "SIGRTMAX+1",
                 "SIGRTMIN-1", "RUNTIME_DEFAULT"):
         message = re.escape(f"StopSignal of image a: unknown signal {bad!r}")
         with pytest.raises(ContainerConfigError, match=message):
-            _signal_number(bad, "StopSignal of image a")
+            signal_number(bad, "StopSignal of image a")
 
 
 def test_image_defaults_from_config() -> None:
@@ -69,10 +69,10 @@ def test_image_defaults_from_config() -> None:
     object.__setattr__(img, "name", "docker.io/library/a:1")
     cfg = ImageConfig(env=("A=1",), entrypoint=("",), cmd=("run",), working_dir="/w",
                       user="app:app")
-    d = _image_defaults(img, cfg)
+    d = image_defaults(img, cfg)
     assert (d.env, d.entrypoint, d.cmd, d.working_dir, d.user, d.name) == (
         ("A=1",), (), ("run",), "/w", "app:app", "docker.io/library/a:1")
-    d = _image_defaults(img, ImageConfig())
+    d = image_defaults(img, ImageConfig())
     assert (d.entrypoint, d.cmd, d.working_dir, d.user) == ((), (), "", "")
 
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import ctypes
-import ctypes.util
 import datetime
 import hashlib
 import io
@@ -35,6 +33,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 
+from podkit import _linux
 from podkit._files import atomic_write, file_lock, fsync_dir
 from podkit.image.descriptor import (
     INDEX_TYPES,
@@ -60,22 +59,11 @@ __all__ = ["BlobWriter", "GCResult", "Image", "ImageStore", "VerifyingReader", "
 _CHUNK = 1 << 20
 _MAX_JSON_BLOB = 8 << 20
 _WRITEBACK = 4 << 20
-_SYNC_FILE_RANGE_WRITE = 2
-_libc: Any = None
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
     """Ask the kernel to start writing a range back (``sync_file_range``, async, best effort)."""
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-            _libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
-                                              ctypes.c_uint]
-        except (OSError, AttributeError):
-            _libc = False
-    if _libc:
-        _libc.sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE)
+    _linux.start_writeback(fd, offset, length)
 
 
 def chain_ids(diff_ids: Iterable[str]) -> list[str]:

@@ -23,8 +23,6 @@ hardlinks outside) or nest deeper than :data:`MAX_DEPTH` are refused with
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import gzip
 import hashlib
@@ -40,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from podkit import _linux
 from podkit._files import atomic_write, file_lock, fsync_dir, validate_id
 from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, quote
 from podkit.image.descriptor import Descriptor, layer_compression
@@ -75,7 +74,6 @@ MAX_DEPTH = 256
 """Deepest entry path a layer may hold (deeper trees could not be copied or removed)."""
 _CHUNK = 1 << 20
 _MS_RDONLY = 1
-_MNT_DETACH = 2
 _HEADER_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE,
                  tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
 
@@ -453,16 +451,6 @@ class Rootfs:
     chain_ids: tuple[str, ...]
 
 
-_libc: Any = None
-
-
-def _libc_call() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return _libc
-
-
 def _check_option_paths(paths: list[Path]) -> None:
     for path in paths:
         if any(c in str(path) for c in ":,\\"):
@@ -475,22 +463,29 @@ def _mount_overlay(lowers: list[Path], upper: Path, work: Path, target: Path) ->
                f"workdir={work},index=off")
     if len(options) >= 4096:
         raise OSError(errno.E2BIG, "overlay mount options longer than a page")
-    rc = _libc_call().mount(b"overlay", os.fsencode(target), b"overlay", 0,
-                            options.encode())
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount overlay on {target}: {os.strerror(err)}")
+    _overlay(target, 0, options)
+
+
+def _overlay(target: Path, flags: int, options: str) -> None:
+    try:
+        _linux.mount("overlay", target, "overlay", flags, options)
+    except OSError as exc:
+        raise OSError(exc.errno, f"mount overlay on {target}: {os.strerror(exc.errno or 0)}") \
+            from None
 
 
 def _umount(target: Path) -> None:
-    libc = _libc_call()
-    if libc.umount2(os.fsencode(target), 0) == 0:
+    try:
+        _linux.umount(target)
         return
-    err = ctypes.get_errno()
+    except OSError as exc:
+        err = exc.errno or 0
     if err == errno.EINVAL:
         return  # not a mount point
-    if err == errno.EBUSY and libc.umount2(os.fsencode(target), _MNT_DETACH) == 0:
-        return
+    if err == errno.EBUSY:
+        with contextlib.suppress(OSError):
+            _linux.umount(target, _linux.MNT_DETACH)
+            return
     raise ImageInUseError(f"cannot unmount {target}: {os.strerror(err)}")
 
 
@@ -633,11 +628,7 @@ def _mount_rootfs(cdir: Path, lowers: list[Path], readonly: bool) -> None:
             ordered.append(ordered[0])  # overlay needs two lowers without an upper dir
         _check_option_paths(ordered)
         options = f"lowerdir={':'.join(str(p) for p in ordered)}"
-        rc = _libc_call().mount(b"overlay", os.fsencode(target), b"overlay", _MS_RDONLY,
-                                options.encode())
-        if rc != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"mount overlay on {target}: {os.strerror(err)}")
+        _overlay(target, _MS_RDONLY, options)
         return
     upper.mkdir(mode=0o755, exist_ok=True)
     work.mkdir(mode=0o700, exist_ok=True)

@@ -11,10 +11,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import ctypes
-import ctypes.util
-import enum
-import errno
 import json
 import logging
 import os
@@ -30,7 +26,7 @@ from typing import Any
 import attrs
 import cattrs
 
-from podkit import cni, netns, oci
+from podkit import cgroups, cni, netns, oci
 from podkit import image as _image
 from podkit._files import atomic_write, file_lock, sweep_atomic_temps, validate_id
 from podkit.errors import (
@@ -41,7 +37,8 @@ from podkit.errors import (
     PodkitError,
     quote,
 )
-from podkit.pods import rules
+from podkit.pods import images as pod_images
+from podkit.pods import network, rules
 from podkit.pods.config import (
     ContainerConfig,
     LinuxContainerResources,
@@ -51,11 +48,24 @@ from podkit.pods.config import (
 from podkit.pods.container_spec import (
     ContainerConfigError,
     DeviceInjector,
-    ImageDefaults,
     PodContext,
     _with_resources,
     build_container_spec,
     validate_container_config,
+)
+from podkit.pods.records import (
+    INFRALESS_STEPS,
+    SANDBOX_STEPS,
+    Container,
+    ContainerFilter,
+    ContainerState,
+    ContainerStats,
+    PauseConfig,
+    RecoveryReport,
+    Sandbox,
+    SandboxFilter,
+    SandboxState,
+    SandboxStats,
 )
 from podkit.pods.sandbox_spec import (
     SANDBOX_OOM_SCORE_ADJ,
@@ -77,204 +87,13 @@ from podkit.runtime import (
 )
 from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
 
-__all__ = [
-    "INFRALESS_STEPS",
-    "SANDBOX_STEPS",
-    "Container",
-    "ContainerFilter",
-    "ContainerState",
-    "ContainerStats",
-    "PauseConfig",
-    "RecoveryReport",
-    "Sandbox",
-    "SandboxFilter",
-    "SandboxManager",
-    "SandboxState",
-    "SandboxStats",
-    "default_network_config",
-    "default_networks",
-    "pause_config",
-]
-
-SANDBOX_STEPS = ("netns", "network", "files", "pause")
-"""run_sandbox's steps after reserving the name, in order (undone in reverse)."""
-
-INFRALESS_STEPS = ("netns", "network", "files", "namespaces")
-"""The steps of an infra-less pod (``pause=None``): IPC and UTS pinned instead of a pause."""
+__all__ = ["SandboxManager"]
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
 
 RECORD_MODE, RECORD_DIR_MODE = 0o600, 0o700
 """Modes of the records in ``state_dir`` (they hold env values) and of their directories."""
-
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND = 2, 4, 8, 0x1000
-_MNT_DETACH = 2
-_CLONE_NEWUTS, _CLONE_NEWIPC, _CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
-                        ctypes.c_char_p]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
-_libc.unshare.argtypes = [ctypes.c_int]
-_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
-_libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-
-
-class SandboxState(enum.IntEnum):
-    """CRI ``PodSandboxState``."""
-
-    SANDBOX_READY = 0
-    SANDBOX_NOTREADY = 1
-
-
-class ContainerState(enum.IntEnum):
-    """CRI ``ContainerState``."""
-
-    CONTAINER_CREATED = 0
-    CONTAINER_RUNNING = 1
-    CONTAINER_EXITED = 2
-    CONTAINER_UNKNOWN = 3
-
-
-@attrs.frozen(kw_only=True)
-class PauseConfig:
-    """The pause program: a rootfs directory and the command that sleeps forever in it.
-
-    busybox works: ``PauseConfig(rootfs="/srv/busybox")`` runs ``sleep 2147483647``.
-    ``PauseConfig(image="localhost/pause:1")`` (no rootfs) names an image in the manager's
-    ``images`` store instead: see :func:`pause_config`.
-    """
-
-    rootfs: str = ""
-    args: tuple[str, ...] = ("sleep", "2147483647")
-    env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
-    image: str = ""
-
-
-@attrs.define(kw_only=True)
-class Sandbox:
-    """A pod as the manager records it (CRI ``PodSandboxStatus`` plus progress).
-
-    ``phase`` is ``creating``, ``created`` or ``removing`` (also a pod whose undo failed: it is
-    listed NOTREADY until removed); ``steps`` lists the run_sandbox steps whose effects exist
-    and must be undone on removal.
-    """
-
-    id: str
-    name: str
-    config: SandboxConfig
-    state: SandboxState = SandboxState.SANDBOX_NOTREADY
-    created_at: int = 0
-    netns_path: str = ""
-    ips: tuple[str, ...] = ()
-    pid: int = 0
-    cgroups_path: str = ""
-    phase: str = "creating"
-    steps: tuple[str, ...] = ()
-
-    @property
-    def ip(self) -> str:
-        """The pod IP (first IPv4 of eth0), ``""`` for host-network pods."""
-        return self.ips[0] if self.ips else ""
-
-    @property
-    def host_network(self) -> bool:
-        """Whether the pod uses the host's network namespace."""
-        ns = self.config.linux.security_context.namespace_options
-        return ns.network == NamespaceMode.NODE
-
-
-@attrs.define(kw_only=True)
-class Container:
-    """A container as the manager records it (CRI ``ContainerStatus`` plus progress).
-
-    ``image_ref`` is the store image its rootfs was made from (its name), ``image_id`` its
-    config digest, ``image_digest`` its manifest digest and ``rootfs_key`` that rootfs' ID in
-    the store (all ``""`` when ``config.image`` is a rootfs directory). ``meta`` holds what the
-    caller asked to keep with the record (the CRI server: the image name the user specified).
-    """
-
-    id: str
-    sandbox_id: str
-    name: str
-    config: ContainerConfig
-    state: ContainerState = ContainerState.CONTAINER_CREATED
-    created_at: int = 0
-    started_at: int = 0
-    finished_at: int = 0
-    exit_code: int = 0
-    reason: str = ""
-    message: str = ""
-    log_path: str = ""
-    pid: int = 0
-    cgroups_path: str = ""
-    phase: str = "creating"
-    steps: tuple[str, ...] = ()
-    pid_namespace_owner: bool = False
-    image_ref: str = ""
-    rootfs_key: str = ""
-    image_id: str = ""
-    image_digest: str = ""
-    meta: dict[str, str] = attrs.field(factory=dict)
-
-    @property
-    def mounts(self) -> Sequence[Any]:
-        """The CRI mounts of the container."""
-        return self.config.mounts
-
-
-@attrs.frozen(kw_only=True)
-class SandboxFilter:
-    """CRI ``PodSandboxFilter``: id prefix, state, labels that must all match."""
-
-    id: str = ""
-    state: SandboxState | None = None
-    label_selector: Mapping[str, str] = attrs.field(factory=dict)
-
-
-@attrs.frozen(kw_only=True)
-class ContainerFilter:
-    """CRI ``ContainerFilter``: id prefix, state, sandbox, labels that must all match."""
-
-    id: str = ""
-    state: ContainerState | None = None
-    pod_sandbox_id: str = ""
-    label_selector: Mapping[str, str] = attrs.field(factory=dict)
-
-
-@attrs.frozen(kw_only=True)
-class ContainerStats:
-    """cgroup v1 usage of one container (CRI ``ContainerStats`` subset)."""
-
-    id: str
-    timestamp: int
-    cpu_usage_core_nano_seconds: int
-    memory_usage_bytes: int
-    memory_working_set_bytes: int
-    memory_rss_bytes: int
-    process_count: int
-
-
-@attrs.frozen(kw_only=True)
-class SandboxStats:
-    """Usage of a pod: its pause plus every container (sums), and each container's own."""
-
-    id: str
-    timestamp: int
-    cpu_usage_core_nano_seconds: int
-    memory_working_set_bytes: int
-    process_count: int
-    containers: tuple[ContainerStats, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class RecoveryReport:
-    """What ``recover()`` found: adopted pods and containers, and what it undid."""
-
-    sandboxes: tuple[str, ...] = ()
-    containers: tuple[str, ...] = ()
-    rolled_back: tuple[str, ...] = ()
-    errors: tuple[str, ...] = ()
 
 
 _converter = cattrs.Converter()
@@ -286,264 +105,40 @@ def _now() -> int:
 
 
 def _mount_shm(path: str) -> None:
-    data = f"mode=1777,size={SHM_SIZE}".encode()
-    if _libc.mount(b"shm", path.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
-                   data) != 0:
-        err = ctypes.get_errno()
-        raise PodkitError(f"mount tmpfs on {path}: {os.strerror(err)}")
+    try:
+        netns.mount_shm(path, SHM_SIZE)
+    except OSError as exc:
+        raise PodkitError(f"mount tmpfs on {path}: {os.strerror(exc.errno or 0)}") from None
 
 
 def _umount(path: str) -> None:
     """Detach every mount stacked on ``path``; a path that is no mount point is fine."""
-    for _ in range(16):
-        if _libc.umount2(path.encode(), _MNT_DETACH) != 0:
-            err = ctypes.get_errno()
-            if err in (errno.EINVAL, errno.ENOENT):
-                return
-            raise PodkitError(f"umount {path}: {os.strerror(err)}")
-
-
-def _check(ret: int, what: str) -> None:
-    if ret != 0:
-        raise PodkitError(f"{what}: {os.strerror(ctypes.get_errno())}")
-
-
-def _pin_namespaces(
-    ns_dir: Path, kinds: Sequence[str], hostname: str, netns_path: str,
-    sysctls: Mapping[str, str],
-) -> None:
-    """Make new IPC/UTS namespaces and pin them at ``ns_dir/<kind>`` (no process keeps them).
-
-    A dedicated thread unshares them (namespaces are per thread), sets the hostname, joins the
-    pod netns to write the sysctls there, and bind-mounts its namespace files; it then ends.
-    """
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            flags = (_CLONE_NEWIPC if "ipc" in kinds else 0) | (
-                _CLONE_NEWUTS if "uts" in kinds else 0)
-            if flags:
-                _check(_libc.unshare(flags), "unshare(IPC|UTS)")
-            if "uts" in kinds and hostname:
-                raw = hostname.encode()
-                _check(_libc.sethostname(raw, len(raw)), f"sethostname {hostname!r}")
-            if netns_path:
-                fd = os.open(netns_path, os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    _check(_libc.setns(fd, _CLONE_NEWNET), f"setns {netns_path}")
-                finally:
-                    os.close(fd)
-            for key, value in sysctls.items():
-                path = Path("/proc/sys") / key.replace(".", "/")
-                try:
-                    path.write_text(value)
-                except OSError as exc:
-                    raise SandboxConfigError(
-                        f"linux.sysctls[{key!r}] = {value!r}: {exc.strerror}") from None
-            tid = threading.get_native_id()
-            for kind in kinds:
-                pin = ns_dir / kind
-                pin.touch()
-                _check(_libc.mount(f"/proc/self/task/{tid}/ns/{kind}".encode(),
-                                   str(pin).encode(), None, _MS_BIND, None),
-                       f"bind-mount the {kind} namespace on {pin}")
-        except BaseException as exc:  # handed to the caller
-            errors.append(exc)
-
-    ns_dir.mkdir(exist_ok=True)
-    thread = threading.Thread(target=work, name="pin-namespaces")
-    thread.start()
-    thread.join()
-    if errors:
-        raise errors[0]
-
-
-def _cni_cannot_run(exc: BaseException) -> bool:
-    """Whether a CNI DEL failed in a way no retry fixes: a plugin binary is missing or its
-    name is invalid, or a value of the pod cannot be passed at all (``ValueError``)."""
-    if isinstance(exc, cni.NetworksError):
-        return all(_cni_cannot_run(e) for e in exc.errors.values())
-    return isinstance(exc, cni.PluginNotFoundError | cni.InvalidPluginNameError | ValueError)
-
-
-def _bandwidth(annotations: Mapping[str, str]) -> cni.Bandwidth | None:
-    """``kubernetes.io/ingress-bandwidth`` / ``egress-bandwidth`` (bits/s) as CNI bandwidth."""
-    rates = {}
-    for key in ("ingress", "egress"):
-        value = annotations.get(f"kubernetes.io/{key}-bandwidth")
-        if value:
-            rates[key] = _quantity(value, f"annotation kubernetes.io/{key}-bandwidth")
-    if not rates:
-        return None
-    burst = 2**32 - 1  # containerd: burst math.MaxUint32
-    return cni.Bandwidth(
-        ingress_rate=rates.get("ingress", 0), ingress_burst=burst if "ingress" in rates else 0,
-        egress_rate=rates.get("egress", 0), egress_burst=burst if "egress" in rates else 0,
-    )
-
-
-_SUFFIXES = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def _quantity(text: str, where: str) -> int:
-    """A Kubernetes quantity such as ``10M`` or ``1Gi`` as an integer."""
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
-            return int(text[: -len(suffix)]) * _SUFFIXES[suffix]
-    if text.isdigit():
-        return int(text)
-    raise InvalidArgumentError(f"{where}: {text!r} is not a quantity like 10M or 1Gi")
-
-
-def _cgroup_dir(controller: str, cgroups_path: str) -> Path:
-    """The cgroup v1 directory of a ``linux.cgroupsPath`` (cgroupfs or systemd form)."""
-    path = cgroups_path
-    if ":" in path:
-        slice_, prefix, name = path.split(":", 2)
-        parts = []
-        acc = ""
-        for piece in slice_.removesuffix(".slice").split("-"):
-            acc = f"{acc}-{piece}" if acc else piece
-            parts.append(acc + ".slice")
-        path = "/".join(parts) + f"/{prefix}-{name}.scope"
-    return Path("/sys/fs/cgroup") / controller / path.lstrip("/")
-
-
-def _read_int(path: Path) -> int:
     try:
-        return int(path.read_text().strip() or 0)
-    except (OSError, ValueError):
-        return 0
+        netns.unmount_all(path)
+    except OSError as exc:
+        raise PodkitError(f"umount {path}: {os.strerror(exc.errno or 0)}") from None
 
 
-def _memory_stat(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            with contextlib.suppress(ValueError):
-                out[key] = int(value)
-    return out
+def _pin_namespaces(ns_dir: Path, kinds: Sequence[str], hostname: str, netns_path: str,
+                    sysctls: Mapping[str, str]) -> None:
+    """The IPC/UTS namespaces of a pod without a pause, pinned under ``ns_dir``."""
+    try:
+        netns.pin_namespaces(ns_dir, kinds, hostname=hostname, netns_path=netns_path,
+                             sysctls=sysctls)
+    except netns.InvalidArgumentError as exc:
+        raise SandboxConfigError(str(exc)) from None
+    except OSError as exc:
+        raise PodkitError(f"pin the {'/'.join(kinds)} namespaces under {ns_dir}: {exc}") \
+            from None
 
 
 def _cgroup_stats(id: str, cgroups_path: str) -> ContainerStats:
-    mem_dir = _cgroup_dir("memory", cgroups_path)
-    usage = _read_int(mem_dir / "memory.usage_in_bytes")
-    stat = _memory_stat(mem_dir / "memory.stat")
-    inactive = stat.get("total_inactive_file", 0)
+    u = cgroups.usage(cgroups_path)
     return ContainerStats(
-        id=id,
-        timestamp=_now(),
-        cpu_usage_core_nano_seconds=_read_int(
-            _cgroup_dir("cpuacct", cgroups_path) / "cpuacct.usage"),
-        memory_usage_bytes=usage,
-        memory_working_set_bytes=max(0, usage - inactive),
-        memory_rss_bytes=stat.get("total_rss", 0),
-        process_count=_read_int(_cgroup_dir("pids", cgroups_path) / "pids.current"),
-    )
-
-
-PAUSE_ROOTFS_PREFIX = "cri-pause-"
-"""Key prefix of the shared pause rootfs in an image store (the CRI server's, kept compatible)."""
-
-
-def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
-    """The pause program from ``pause``: an absolute rootfs directory, or an image in ``store``.
-
-    An image gets one rootfs shared by every pause of that image (store key
-    ``cri-pause-<config digest>``, reused across restarts; an empty or broken one is made
-    again) and runs its Entrypoint + Cmd with its Env.
-    """
-    if os.path.isabs(pause) and os.path.isdir(pause):
-        return PauseConfig(rootfs=pause, image=pause)
-    try:
-        img = store.get(pause)
-    except _image.ReferenceError as exc:
-        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
-    except NotFoundError:
-        raise NotFoundError(
-            f"pause image {pause!r}: not in the image store {store.root} and not a rootfs "
-            "directory (import or pull it first)") from None
-    cfg = store.config(img)
-    try:
-        args = _image.process_args(cfg)
-    except _image.ImageError as exc:
-        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
-    key = PAUSE_ROOTFS_PREFIX + img.config.digest.partition(":")[2][:32]
-    try:
-        rootfs = _image.get_rootfs(store, key)
-        if not rootfs.path.is_dir() or not any(rootfs.path.iterdir()):
-            _image.remove_rootfs(store, key)
-            raise NotFoundError(key)
-    except NotFoundError:
-        rootfs = _image.create_rootfs(store, img, key)
-    env = tuple(cfg.env) or PauseConfig().env
-    return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
-
-
-def _populated(rootfs: Path) -> bool:
-    """Whether a rootfs directory is mounted or has content (an unmounted overlay is empty)."""
-    try:
-        return os.path.ismount(rootfs) or any(rootfs.iterdir())
-    except OSError:
-        return False
-
-
-def _find_image(store: _image.ImageStore, ref: str) -> _image.Image:
-    """An image by reference, by image ID (config digest) or by manifest/target digest."""
-    try:
-        if ref.startswith("sha256:"):
-            for img in store.list():
-                if img.config.digest == ref:
-                    return img
-        return store.get(ref)
-    except _image.ReferenceError as exc:
-        raise ContainerConfigError(f"image {ref!r}: {exc}") from None
-    except NotFoundError:
-        raise NotFoundError(
-            f"image {ref!r}: not found in the image store {store.root} (import or pull it "
-            "first)") from None
-
-
-def _image_defaults(img: _image.Image, cfg: _image.ImageConfig) -> ImageDefaults:
-    """What the image config contributes to the container spec."""
-    entrypoint = cfg.entrypoint or ()
-    return ImageDefaults(
-        env=tuple(cfg.env), entrypoint=() if entrypoint == ("",) else tuple(entrypoint),
-        cmd=tuple(cfg.cmd or ()), working_dir=cfg.working_dir or "", user=cfg.user or "",
-        name=img.name)
-
-
-def _valid_stop_signal(number: int) -> bool:
-    """Whether ``number`` is a Linux signal the CRI can name (1..31, SIGRTMIN 34..SIGRTMAX 64):
-    statuses report the stop signal as a CRI ``Signal``; 32 and 33 are glibc's own."""
-    return 1 <= number <= 31 or 34 <= number <= 64
-
-
-def _signal_number(name: str, where: str) -> int:
-    """A Linux signal number from an image ``StopSignal`` (``SIGTERM``, ``TERM``, ``15``,
-    ``SIGRTMIN+3``); only signals ``_valid_stop_signal`` accepts."""
-    text = name.strip().upper()
-    if text.isdigit():
-        number = int(text)
-    else:
-        text = text if text.startswith("SIG") else "SIG" + text
-        base, plus, offset = text.partition("+")
-        base, minus, back = base.partition("-") if not plus else (base, "", "")
-        try:
-            number = int(_signal.Signals[base])
-            if plus:
-                number += int(offset)
-            elif minus:
-                number -= int(back)
-        except (KeyError, ValueError):
-            raise ContainerConfigError(f"{where}: unknown signal {name!r}") from None
-    if not _valid_stop_signal(number):
-        raise ContainerConfigError(
-            f"{where}: unknown signal {name!r} (want 1-31 or 34-64, SIGRTMIN..SIGRTMAX)")
-    return number
+        id=id, timestamp=_now(), cpu_usage_core_nano_seconds=u.cpu_usage_core_nano_seconds,
+        memory_usage_bytes=u.memory_usage_bytes,
+        memory_working_set_bytes=u.memory_working_set_bytes,
+        memory_rss_bytes=u.memory_rss_bytes, process_count=u.process_count)
 
 
 class SandboxManager:
@@ -585,7 +180,7 @@ class SandboxManager:
             if images is None:
                 raise InvalidArgumentError(
                     f"pause image {pause.image!r}: needs an image store (images=) or a rootfs")
-            pause = pause_config(images, pause.image)
+            pause = pod_images.pause_config(images, pause.image)
         if pause is not None and (not pause.rootfs or not Path(pause.rootfs).is_dir()):
             raise InvalidArgumentError(
                 f"pause rootfs {pause.rootfs!r} is not a directory" if pause.rootfs else
@@ -808,7 +403,7 @@ class SandboxManager:
         ]
         if ports:
             kw["port_mappings"] = ports
-        bw = _bandwidth(cfg.annotations)
+        bw = network.bandwidth(cfg.annotations)
         if bw is not None:
             kw["bandwidth"] = bw
         if cfg.dns_config is not None:
@@ -850,7 +445,7 @@ class SandboxManager:
             self.networks.remove(sb.id, path, args=self._cni_args(sb),
                                  capability_args=self._cni_caps(sb))
         except Exception as exc:
-            if not final or not _cni_cannot_run(exc):
+            if not final or not network.cni_cannot_run(exc):
                 raise
             self._give_up_network(sb, exc)
 
@@ -957,8 +552,8 @@ class SandboxManager:
         path = Path(os.path.abspath(rootfs))
         key = path.parent.name
         ours = path.parent.parent == Path(os.path.abspath(self.images.root)) / "containers"
-        return key if ours and path.name == "rootfs" and key.startswith(PAUSE_ROOTFS_PREFIX) \
-            else ""
+        pause = key.startswith(pod_images.PAUSE_ROOTFS_PREFIX)
+        return key if ours and path.name == "rootfs" and pause else ""
 
     def _pause_lock(self, key: str, *, shared: bool,
                     blocking: bool = True) -> contextlib.AbstractContextManager[int]:
@@ -979,13 +574,13 @@ class SandboxManager:
             return
         while True:
             with self._pause_lock(key, shared=True):
-                if _populated(Path(self.pause.rootfs)):
+                if pod_images.populated(Path(self.pause.rootfs)):
                     yield
                     return
             with self._pause_lock(key, shared=False):
-                if not _populated(Path(self.pause.rootfs)):
+                if not pod_images.populated(Path(self.pause.rootfs)):
                     assert self.images is not None
-                    self.pause = pause_config(self.images, self.pause.image)
+                    self.pause = pod_images.pause_config(self.images, self.pause.image)
 
     def _pause_rootfs_of(self, sb: Sandbox) -> str:
         """The rootfs of the pod's pause, from its bundle (the current pause's if none yet)."""
@@ -1009,7 +604,7 @@ class SandboxManager:
         if self.images is None:
             return
         mounted = [d for d in sorted((self.images.root / "containers").glob(
-            PAUSE_ROOTFS_PREFIX + "*")) if os.path.ismount(d / "rootfs")]
+            pod_images.PAUSE_ROOTFS_PREFIX + "*")) if os.path.ismount(d / "rootfs")]
         if not mounted:
             return
         with self._lock:
@@ -1134,7 +729,7 @@ class SandboxManager:
                     elif net_failure:
                         raise net_failure[0]
                 except Exception as exc:  # e.g. a ValueError from a value CNI cannot take
-                    if step == "network" and _cni_cannot_run(exc):  # kept for the removal,
+                    if step == "network" and network.cni_cannot_run(exc):  # kept for the removal,
                         _log.warning(  # which gives it up; a stop that fails blocks kubelet
                             "sandbox %s: CNI DEL cannot run (%s); left to remove_sandbox",
                             sb.id, exc)
@@ -1243,7 +838,7 @@ class SandboxManager:
         made removes it again. ``config.stop_signal`` is 0 (the image's, else SIGTERM) or a
         signal the CRI can name (1-31, 34-64). ``meta`` is kept in the record as is.
         """
-        if config.stop_signal and not _valid_stop_signal(config.stop_signal):
+        if config.stop_signal and not pod_images.valid_stop_signal(config.stop_signal):
             raise ContainerConfigError(
                 f"stop_signal {config.stop_signal}: not a Linux signal the CRI can name (want "
                 "0 for the default, 1-31 or 34-64)")
@@ -1257,11 +852,11 @@ class SandboxManager:
             if self.images is not None and not os.path.isabs(rootfs):
                 if not rootfs:
                     raise ContainerConfigError("image: required (a rootfs directory or an image)")
-                img = _find_image(self.images, rootfs)
+                img = pod_images.find_image(self.images, rootfs)
                 icfg = self.images.config(img)
-                defaults = _image_defaults(img, icfg)
+                defaults = pod_images.image_defaults(img, icfg)
                 if not config.stop_signal and icfg.stop_signal:
-                    config = attrs.evolve(config, stop_signal=_signal_number(
+                    config = attrs.evolve(config, stop_signal=pod_images.signal_number(
                         icfg.stop_signal, f"StopSignal of image {img.name}"))
             elif not os.path.isabs(rootfs) or not os.path.isdir(rootfs):
                 raise ContainerConfigError(
@@ -1708,55 +1303,3 @@ class SandboxManager:
         if errors:
             raise PodkitError(f"{len(errors)} of {len(ids)} pods could not be removed: "
                               + "; ".join(errors))
-
-
-# -- the built-in default network ------------------------------------------------------------
-
-
-def default_network_config(
-    state_dir: str | os.PathLike[str],
-    *,
-    name: str = "podkit",
-    bridge: str = "pk0",
-    subnet: str = "10.88.0.0/16",
-) -> cni.NetworkConfigList:
-    """Write and load ``<state_dir>/net.d/<name>.conflist``: bridge + host-local + portmap.
-
-    host-local keeps its reservations under ``<state_dir>/ipam``; portmap has ``snat`` for
-    connections from the host, and the list disables CHECK (Debian's portmap CHECK is broken).
-    """
-    state = Path(state_dir).absolute()
-    conf = {
-        "cniVersion": "1.0.0",
-        "name": name,
-        "disableCheck": True,
-        "plugins": [
-            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True,
-             "hairpinMode": True,
-             "ipam": {"type": "host-local", "dataDir": str(state / "ipam"),
-                      "ranges": [[{"subnet": subnet}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-            {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
-        ],
-    }
-    path = state / "net.d" / f"{name}.conflist"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps(conf, indent=2))
-    return cni.load_conflist(path)
-
-
-def default_networks(
-    state_dir: str | os.PathLike[str],
-    *,
-    plugin_dirs: Sequence[str] = ("/usr/lib/cni", "/opt/cni/bin"),
-    **kwargs: Any,
-) -> cni.Networks:
-    """The built-in pod network for demos and tests: loopback plus :func:`default_network_config`.
-
-    ``kwargs`` go to :func:`default_network_config` (``name``, ``bridge``, ``subnet``); the CNI
-    result cache lives in ``<state_dir>/cni-cache``.
-    """
-    conf = default_network_config(state_dir, **kwargs)
-    client = cni.CNI(plugin_dirs=list(plugin_dirs),
-                     cache_dir=str(Path(state_dir).absolute() / "cni-cache"))
-    return cni.Networks(client, [conf], loopback=True)
-

@@ -4,7 +4,14 @@
 (JSON shapes, error texts, missing commands) are normalised here.
 """
 
-from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
+from podkit.runtime.base import (
+    ContainerState,
+    ExecResult,
+    ExitStatus,
+    Runtime,
+    Status,
+    signal_number,
+)
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.conmon import Attachment, Conmon, ConmonContainer, parse_detach_keys
 from podkit.runtime.console import Console, ConsoleSocket
@@ -96,4 +103,5 @@ __all__ = [
     "parse_detach_keys",
     "parse_runtime_error",
     "read_cri_log",
+    "signal_number",
 ]

@@ -29,6 +29,7 @@ __all__ = [
     "Runtime",
     "Status",
     "parse_timestamp",
+    "signal_number",
 ]
 
 class Status:
@@ -39,6 +40,26 @@ class Status:
     RUNNING = "running"
     PAUSED = "paused"
     STOPPED = "stopped"
+
+
+def signal_number(sig: int | str) -> int:
+    """A Linux signal number from ``9``, ``"9"``, ``"KILL"``, ``"SIGKILL"`` or ``"SIGRTMIN+3"``
+    (the spellings of runc's ``kill`` and of image ``StopSignal``s)."""
+    if isinstance(sig, int):
+        return sig
+    text = sig.strip().upper()
+    if text.isdigit():
+        return int(text)
+    text = text if text.startswith("SIG") else "SIG" + text
+    base, plus, offset = text.partition("+")
+    base, minus, back = base.partition("-") if not plus else (base, "", "")
+    try:
+        number = int(_signal.Signals[base])
+        return number + int(offset) if plus else number - int(back) if minus else number
+    except (KeyError, ValueError):
+        from podkit.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(f"unknown signal {sig!r}") from None
 
 
 def parse_timestamp(value: object) -> _dt.datetime | None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import datetime as _dt
 import glob
 import os
@@ -38,6 +37,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from podkit import _linux
 from podkit.errors import ConflictError
 from podkit.runtime.base import ExitStatus
 from podkit.runtime.errors import NotFoundError, RuntimeTimeoutError
@@ -53,36 +53,19 @@ __all__ = [
     "wait_gone",
 ]
 
-PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
+PR_SET_CHILD_SUBREAPER = _linux.PR_SET_CHILD_SUBREAPER
+PR_GET_CHILD_SUBREAPER = _linux.PR_GET_CHILD_SUBREAPER
 _REMEMBERED_EXITS = 1024
-
-
-_LIBC: ctypes.CDLL | None = None
-
-
-def _libc() -> ctypes.CDLL:
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
 
 
 def set_subreaper(enable: bool = True) -> None:
     """Mark (or unmark) this process as a child subreaper via ``prctl``."""
-    libc = _libc()
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if enable else 0, 0, 0, 0) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(err)}")
+    _linux.set_child_subreaper(enable)
 
 
 def is_subreaper() -> bool:
     """Whether this process is currently a child subreaper."""
-    libc = _libc()
-    value = ctypes.c_int(0)
-    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
-        return False
-    return value.value != 0
+    return _linux.is_child_subreaper()
 
 
 class Subscription:

@@ -34,9 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from podkit import _files, oci
+from podkit import _files, _linux, oci
 from podkit.oci import codec
-from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
+from podkit.runtime.base import (
+    ContainerState,
+    ExecResult,
+    ExitStatus,
+    Runtime,
+    Status,
+    signal_number,
+)
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.errors import (
     NotFoundError,
@@ -454,22 +461,6 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(5)
-
-
-def _signal_number(sig: int | str) -> int:
-    if isinstance(sig, int):
-        return int(sig)
-    name = sig.upper()
-    if name.isdigit():
-        return int(name)
-    if not name.startswith("SIG"):
-        name = "SIG" + name
-    try:
-        return int(_signal.Signals[name])
-    except KeyError:
-        from podkit.errors import InvalidArgumentError
-
-        raise InvalidArgumentError(f"unknown signal {sig!r}") from None
 
 
 class Runc:
@@ -1020,7 +1011,7 @@ class Runc:
         args = ["kill"]
         if all:
             args.append("--all")
-        self._run([*args, id, str(_signal_number(signal))], capture=False)
+        self._run([*args, id, str(signal_number(signal))], capture=False)
 
     def delete(self, id: str, force: bool = False) -> None:
         """Delete a container; ``force`` kills it first and ignores a missing one."""
@@ -1309,7 +1300,7 @@ class Runc:
             if sub is not None and sub.done():
                 result.exit_status = sub.status
             return result
-        sig = _signal_number(signal)
+        sig = signal_number(signal)
         try:
             self.kill(id, sig)
             result.signals.append(sig)
@@ -1382,15 +1373,7 @@ def _stray_dirs_possible() -> bool:
 
 
 def _fs_type(path: str) -> int:
-    import ctypes
-
-    from podkit.runtime.monitor import _libc
-
-    buf = ctypes.create_string_buffer(256)
-    libc = _libc()
-    if libc.statfs(path.encode(), buf) != 0:
-        raise OSError(ctypes.get_errno(), path)
-    return int.from_bytes(buf.raw[:8], "little", signed=True)
+    return _linux.fs_type(path)
 
 
 def _last_error(log_text: str) -> bool:

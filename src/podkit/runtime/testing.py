@@ -27,7 +27,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from podkit import _files, oci
-from podkit.runtime.base import ContainerState, ExecResult, ExitStatus, Runtime, Status
+from podkit.runtime.base import (
+    ContainerState,
+    ExecResult,
+    ExitStatus,
+    Runtime,
+    Status,
+    signal_number,
+)
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.errors import (
     AlreadyExistsError,
@@ -35,7 +42,7 @@ from podkit.runtime.errors import (
     NotRunningError,
     RuntimeTimeoutError,
 )
-from podkit.runtime.runc import StopResult, _signal_number
+from podkit.runtime.runc import StopResult
 
 __all__ = ["FakeRuntime"]
 
@@ -140,7 +147,7 @@ class FakeRuntime:
 
     def kill(self, id: str, signal: int | str = _signal.SIGTERM, all: bool = False) -> None:
         """Deliver a signal; the init dies unless the signal is in ``ignore_signals``."""
-        sig = _signal_number(signal)
+        sig = signal_number(signal)
         self.calls.append(("kill", id, sig, all))
         c = self._get(id)
         if c.state.status == Status.STOPPED and not all:
@@ -185,7 +192,7 @@ class FakeRuntime:
             result.already_stopped = True
             result.exit_status = c.exit
             return result
-        sig = _signal_number(signal)
+        sig = signal_number(signal)
         self.kill(id, sig)
         result.signals.append(sig)
         if c.exit is None:

@@ -1,0 +1,93 @@
+"""The Linux calls the standard library lacks, on one ctypes handle of libc.
+
+``mount``, ``umount2``, ``unshare``, ``setns``, ``sethostname``, ``prctl`` (child subreaper),
+``statfs`` (file system type) and ``sync_file_range``. Each raises ``OSError`` with the errno and
+the path it was about; callers turn that into their own error kinds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+MS_BIND, MS_REC, MS_SHARED = 0x1000, 0x4000, 1 << 20
+MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
+CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+SYNC_FILE_RANGE_WRITE = 2
+
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                       ctypes.c_char_p]
+libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+libc.unshare.argtypes = [ctypes.c_int]
+libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
+libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+
+
+def _check(ret: int, what: str, path: str | os.PathLike[str] | None = None) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}", None if path is None else str(path))
+
+
+def _bytes(value: str | os.PathLike[str] | None) -> bytes | None:
+    return None if value is None else os.fsencode(value)
+
+
+def mount(source: str | None, target: str | os.PathLike[str], fstype: str | None, flags: int,
+          data: str | None = None) -> None:
+    """``mount(2)``."""
+    _check(libc.mount(_bytes(source), _bytes(target), _bytes(fstype), flags, _bytes(data)),
+           f"mount {fstype or source or ''}".rstrip(), target)
+
+
+def umount(target: str | os.PathLike[str], flags: int = 0) -> None:
+    """``umount2(2)``."""
+    _check(libc.umount2(_bytes(target), flags), "umount", target)
+
+
+def unshare(flags: int) -> None:
+    """``unshare(2)`` for the calling thread."""
+    _check(libc.unshare(flags), f"unshare({flags:#x})")
+
+
+def setns(fd: int, nstype: int, path: str = "") -> None:
+    """``setns(2)`` for the calling thread; ``path`` only names the namespace in errors."""
+    _check(libc.setns(fd, nstype), f"setns({nstype:#x})", path or None)
+
+
+def sethostname(name: str) -> None:
+    """``sethostname(2)`` in the calling thread's UTS namespace."""
+    raw = name.encode()
+    _check(libc.sethostname(raw, len(raw)), f"sethostname {name!r}")
+
+
+def set_child_subreaper(enable: bool) -> None:
+    """``prctl(PR_SET_CHILD_SUBREAPER)``."""
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if enable else 0, 0, 0, 0),
+           "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def is_child_subreaper() -> bool:
+    """``prctl(PR_GET_CHILD_SUBREAPER)``; False when it cannot be asked."""
+    value = ctypes.c_int(0)
+    if libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0) != 0:
+        return False
+    return value.value != 0
+
+
+def fs_type(path: str | os.PathLike[str]) -> int:
+    """The ``f_type`` magic number of the file system holding ``path`` (``statfs(2)``)."""
+    buf = ctypes.create_string_buffer(256)
+    _check(libc.statfs(_bytes(path), buf), "statfs", path)
+    return int.from_bytes(buf.raw[:8], "little", signed=True)
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing a range back (``sync_file_range``; async, best effort)."""
+    libc.sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)

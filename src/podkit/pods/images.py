@@ -1,0 +1,112 @@
+"""Images for pods: the pause program (a rootfs or a shared image rootfs), finding a container's
+image in the store, what its config contributes to the spec, and its stop signal."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from podkit import image as _image
+from podkit import runtime
+from podkit.errors import InvalidArgumentError, NotFoundError
+from podkit.pods.container_spec import ContainerConfigError, ImageDefaults
+from podkit.pods.records import PauseConfig
+
+__all__ = [
+    "PAUSE_ROOTFS_PREFIX",
+    "find_image",
+    "image_defaults",
+    "pause_config",
+    "populated",
+    "signal_number",
+    "valid_stop_signal",
+]
+
+PAUSE_ROOTFS_PREFIX = "cri-pause-"
+"""Key prefix of the shared pause rootfs in an image store (the CRI server's, kept compatible)."""
+
+
+def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
+    """The pause program from ``pause``: an absolute rootfs directory, or an image in ``store``.
+
+    An image gets one rootfs shared by every pause of that image (store key
+    ``cri-pause-<config digest>``, reused across restarts; an empty or broken one is made
+    again) and runs its Entrypoint + Cmd with its Env.
+    """
+    if os.path.isabs(pause) and os.path.isdir(pause):
+        return PauseConfig(rootfs=pause, image=pause)
+    try:
+        img = store.get(pause)
+    except _image.ReferenceError as exc:
+        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
+    except NotFoundError:
+        raise NotFoundError(
+            f"pause image {pause!r}: not in the image store {store.root} and not a rootfs "
+            "directory (import or pull it first)") from None
+    cfg = store.config(img)
+    try:
+        args = _image.process_args(cfg)
+    except _image.ImageError as exc:
+        raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
+    key = PAUSE_ROOTFS_PREFIX + img.config.digest.partition(":")[2][:32]
+    try:
+        rootfs = _image.get_rootfs(store, key)
+        if not rootfs.path.is_dir() or not any(rootfs.path.iterdir()):
+            _image.remove_rootfs(store, key)
+            raise NotFoundError(key)
+    except NotFoundError:
+        rootfs = _image.create_rootfs(store, img, key)
+    env = tuple(cfg.env) or PauseConfig().env
+    return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
+
+
+def populated(rootfs: Path) -> bool:
+    """Whether a rootfs directory is mounted or has content (an unmounted overlay is empty)."""
+    try:
+        return os.path.ismount(rootfs) or any(rootfs.iterdir())
+    except OSError:
+        return False
+
+
+def find_image(store: _image.ImageStore, ref: str) -> _image.Image:
+    """An image by reference, by image ID (config digest) or by manifest/target digest."""
+    try:
+        if ref.startswith("sha256:"):
+            for img in store.list():
+                if img.config.digest == ref:
+                    return img
+        return store.get(ref)
+    except _image.ReferenceError as exc:
+        raise ContainerConfigError(f"image {ref!r}: {exc}") from None
+    except NotFoundError:
+        raise NotFoundError(
+            f"image {ref!r}: not found in the image store {store.root} (import or pull it "
+            "first)") from None
+
+
+def image_defaults(img: _image.Image, cfg: _image.ImageConfig) -> ImageDefaults:
+    """What the image config contributes to the container spec."""
+    entrypoint = cfg.entrypoint or ()
+    return ImageDefaults(
+        env=tuple(cfg.env), entrypoint=() if entrypoint == ("",) else tuple(entrypoint),
+        cmd=tuple(cfg.cmd or ()), working_dir=cfg.working_dir or "", user=cfg.user or "",
+        name=img.name)
+
+
+def valid_stop_signal(number: int) -> bool:
+    """Whether ``number`` is a Linux signal the CRI can name (1..31, SIGRTMIN 34..SIGRTMAX 64):
+    statuses report the stop signal as a CRI ``Signal``; 32 and 33 are glibc's own."""
+    return 1 <= number <= 31 or 34 <= number <= 64
+
+
+def signal_number(name: str, where: str) -> int:
+    """A Linux signal number from an image ``StopSignal`` (``SIGTERM``, ``TERM``, ``15``,
+    ``SIGRTMIN+3``); only signals ``valid_stop_signal`` accepts."""
+    try:
+        number = runtime.signal_number(name)
+    except InvalidArgumentError:
+        raise ContainerConfigError(f"{where}: unknown signal {name!r}") from None
+    if not valid_stop_signal(number):
+        raise ContainerConfigError(
+            f"{where}: unknown signal {name!r} (want 1-31 or 34-64, SIGRTMIN..SIGRTMAX)")
+    return number

@@ -1,0 +1,101 @@
+"""A pod's networks: the CRI-to-CNI mappings (bandwidth annotations, quantities), which CNI
+failures no retry fixes, and the built-in default network for demos and tests."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from podkit import cni
+from podkit._files import atomic_write
+from podkit.errors import InvalidArgumentError
+
+__all__ = ["bandwidth", "cni_cannot_run", "default_network_config", "default_networks", "quantity"]
+
+def cni_cannot_run(exc: BaseException) -> bool:
+    """Whether a CNI DEL failed in a way no retry fixes: a plugin binary is missing or its
+    name is invalid, or a value of the pod cannot be passed at all (``ValueError``)."""
+    if isinstance(exc, cni.NetworksError):
+        return all(cni_cannot_run(e) for e in exc.errors.values())
+    return isinstance(exc, cni.PluginNotFoundError | cni.InvalidPluginNameError | ValueError)
+
+
+def bandwidth(annotations: Mapping[str, str]) -> cni.Bandwidth | None:
+    """``kubernetes.io/ingress-bandwidth`` / ``egress-bandwidth`` (bits/s) as CNI bandwidth."""
+    rates = {}
+    for key in ("ingress", "egress"):
+        value = annotations.get(f"kubernetes.io/{key}-bandwidth")
+        if value:
+            rates[key] = quantity(value, f"annotation kubernetes.io/{key}-bandwidth")
+    if not rates:
+        return None
+    burst = 2**32 - 1  # containerd: burst math.MaxUint32
+    return cni.Bandwidth(
+        ingress_rate=rates.get("ingress", 0), ingress_burst=burst if "ingress" in rates else 0,
+        egress_rate=rates.get("egress", 0), egress_burst=burst if "egress" in rates else 0,
+    )
+
+
+_SUFFIXES = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(text: str, where: str) -> int:
+    """A Kubernetes quantity such as ``10M`` or ``1Gi`` as an integer."""
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * _SUFFIXES[suffix]
+    if text.isdigit():
+        return int(text)
+    raise InvalidArgumentError(f"{where}: {text!r} is not a quantity like 10M or 1Gi")
+
+
+def default_network_config(
+    state_dir: str | os.PathLike[str],
+    *,
+    name: str = "podkit",
+    bridge: str = "pk0",
+    subnet: str = "10.88.0.0/16",
+) -> cni.NetworkConfigList:
+    """Write and load ``<state_dir>/net.d/<name>.conflist``: bridge + host-local + portmap.
+
+    host-local keeps its reservations under ``<state_dir>/ipam``; portmap has ``snat`` for
+    connections from the host, and the list disables CHECK (Debian's portmap CHECK is broken).
+    """
+    state = Path(state_dir).absolute()
+    conf = {
+        "cniVersion": "1.0.0",
+        "name": name,
+        "disableCheck": True,
+        "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True,
+             "hairpinMode": True,
+             "ipam": {"type": "host-local", "dataDir": str(state / "ipam"),
+                      "ranges": [[{"subnet": subnet}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
+        ],
+    }
+    path = state / "net.d" / f"{name}.conflist"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(conf, indent=2))
+    return cni.load_conflist(path)
+
+
+def default_networks(
+    state_dir: str | os.PathLike[str],
+    *,
+    plugin_dirs: Sequence[str] = ("/usr/lib/cni", "/opt/cni/bin"),
+    **kwargs: Any,
+) -> cni.Networks:
+    """The built-in pod network for demos and tests: loopback plus :func:`default_network_config`.
+
+    ``kwargs`` go to :func:`default_network_config` (``name``, ``bridge``, ``subnet``); the CNI
+    result cache lives in ``<state_dir>/cni-cache``.
+    """
+    conf = default_network_config(state_dir, **kwargs)
+    client = cni.CNI(plugin_dirs=list(plugin_dirs),
+                     cache_dir=str(Path(state_dir).absolute() / "cni-cache"))
+    return cni.Networks(client, [conf], loopback=True)
