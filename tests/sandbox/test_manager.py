@@ -522,6 +522,30 @@ def test_recover_sweeps_temp_files_of_writes_cut_short(parts: Any, tmp_path: Pat
     assert on_disk(tmp_path) == []
 
 
+def test_recover_sweeps_temp_files_in_the_cni_cache(parts: Any, tmp_path: Path) -> None:
+    """A kill inside the CNI result cache's atomic write leaves a temp file there (found by the
+    kill matrix): recover removes it, and only it."""
+    m, rt, sup = parts
+    m.close()
+    from podkit.sandbox import default_networks
+
+    networks = default_networks(tmp_path / "net")
+    results = Path(networks.client.cache_dir) / "results"
+    results.mkdir(parents=True)
+    old = results / ".pk-net-0123abcd-eth0.p2td7mki.tmp"
+    kept = results / "pk-net-0123abcd-eth0"
+    for p in (old, kept):
+        p.write_text("{half")
+        os.utime(p, (1, 1))
+    m2 = SandboxManager(tmp_path / "root", tmp_path / "state", rt, networks,
+                        pause=PauseConfig(rootfs=str(m.pause.rootfs)), supervisor=sup)
+    try:
+        assert m2.recover().errors == ()
+        assert not old.exists() and kept.exists()
+    finally:
+        m2.close()
+
+
 def test_undo_that_cannot_complete_leaves_a_listed_removable_pod(
     parts: Any, tmp_path: Path, rootfs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1267,9 +1267,12 @@ class SandboxManager:
                               rolled_back=tuple(rolled), errors=tuple(errors))
 
     def _sweep_temps(self) -> builtins.list[Path]:
-        """``atomic_write`` temp files an earlier process left in the record, bundle and
-        conmon dirs (only files older than this manager: its own writes are never touched)."""
+        """``atomic_write`` temp files an earlier process left in the record, bundle, conmon
+        and CNI result cache dirs (only files older than this manager: its own writes are
+        never touched)."""
         dirs = [self.state_dir / "sandboxes", self.state_dir / "containers"]
+        if self.networks is not None:
+            dirs.append(Path(self.networks.client.cache_dir) / "results")
         for kind in ("sandboxes", "containers"):
             dirs += [d / "bundle" for d in (self.root_dir / kind).iterdir()]
         if isinstance(self.supervisor, ConmonSupervisor):
