@@ -33,7 +33,7 @@ system-deps:
 	fi
 
 lint: venv
-	$(VENV)/bin/ruff check $(wildcard src tests benchmarks scripts)
+	$(VENV)/bin/ruff check $(wildcard src tests benchmarks scripts soak)
 
 typecheck: venv
 	$(VENV)/bin/mypy --strict src
