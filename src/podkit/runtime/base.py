@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import attrs
 
 from podkit import oci
+from podkit.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from podkit.runtime.bundle import Bundle
@@ -57,8 +58,6 @@ def signal_number(sig: int | str) -> int:
         number = int(_signal.Signals[base])
         return number + int(offset) if plus else number - int(back) if minus else number
     except (KeyError, ValueError):
-        from podkit.errors import InvalidArgumentError
-
         raise InvalidArgumentError(f"unknown signal {sig!r}") from None
 
 
@@ -115,8 +114,6 @@ class ContainerState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "runtime state") -> ContainerState:
         """Build from one runc/crun ``state`` or ``list`` JSON object; unknown keys go to extra."""
-        from podkit.errors import InvalidArgumentError
-
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(f"{source}: expected a JSON object, got {data!r}")
         for key in ("id", "status"):
