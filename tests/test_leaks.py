@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from conftest import REPO, require_isolated, require_root
+from support import REPO, require_isolated, require_root
 from podkit import netns
 
 # --- unit: each collector --------------------------------------------------------------------

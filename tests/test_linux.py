@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_root
+from support import require_root
 from podkit import _linux
 
 PROC_SUPER_MAGIC = 0x9FA0

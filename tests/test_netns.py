@@ -19,7 +19,7 @@ import pytest
 from pyroute2 import IPRoute
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from podkit import errors, netns
 
 MY_NS = "/proc/thread-self/ns/net"

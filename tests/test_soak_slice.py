@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "soak"))
 

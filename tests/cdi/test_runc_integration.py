@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_busybox_rootfs, require, require_binary, require_root
+from support import make_busybox_rootfs, require, require_binary, require_root
 from podkit import cdi, oci
 
 pytestmark = pytest.mark.integration

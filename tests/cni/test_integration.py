@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 import _leaks
-from conftest import require, require_isolated
+from support import require, require_isolated
 from podkit import cli, cni, netns
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from image.imagebuild import Layer, build_image, write_layout
 
 BRIDGE = "pkcri0"

@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from cri.conftest import BUSYBOX, Harness, container_config, pod_config
 from image.conftest import registry  # noqa: F401 - the real docker-registry fixture
 from podkit import image

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from cri.conftest import (
     BUSYBOX,
     PAUSE,

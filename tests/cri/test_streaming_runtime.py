@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from podkit import netns
 from podkit.cri import streaming as st
 from podkit.cri import streaming_client as cl

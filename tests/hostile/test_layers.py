@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_isolated
+from support import require_isolated
 from image.imagebuild import build_image, sha, tree, write_layout
 from podkit import image
 from podkit.image import ImageError, ImageStore, UnsafeLayerError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_isolated
+from support import require_isolated
 from image.conftest import FakeRegistry
 from image.imagebuild import BuiltImage
 from image.registry_faults import PROBES, run_probe, small_image

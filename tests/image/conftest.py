@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from image.imagebuild import BuiltImage, build_image, sample_layers
 from podkit.image import ImageStore
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from image.conftest import FakeRegistry, start_registry, stop_registry
 from image.imagebuild import BuiltImage, Layer, build_image, build_index, write_layout
 from image.registry_faults import assert_only_verified_blobs, run_probe, small_image

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from image.imagebuild import BuiltImage, tar_dir, tree, write_docker_save, write_layout
 from podkit import oci
 from podkit.image import (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_isolated, require_root
+from support import require_isolated, require_root
 from image.imagebuild import (
     BuiltImage,
     Layer,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary
+from support import require_binary
 from podkit import oci
 from podkit.errors import InvalidArgumentError
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from conftest import shared_dir
+from support import shared_dir
 from podkit import oci
 from podkit.oci.codec import structure
 from podkit.oci.validate import Problem, validate, validate_features, validate_state

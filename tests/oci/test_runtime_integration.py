@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from _runtimes import OneShotRuntime, report
-from conftest import make_busybox_rootfs, require, require_binary, require_isolated, require_root
+from support import make_busybox_rootfs, require, require_binary, require_isolated, require_root
 from podkit import oci
 
 pytestmark = pytest.mark.integration

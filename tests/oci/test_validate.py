@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_binary
+from support import require_binary
 from podkit import oci
 from podkit.oci.validate import (
     CAPABILITIES,

@@ -77,7 +77,7 @@ def test_remove_keeps_external_rootfs(tmp_path: Path) -> None:
 def test_remove_refuses_mount_points(tmp_path: Path) -> None:
     import subprocess
 
-    from conftest import require_isolated
+    from support import require_isolated
 
     require_isolated()
     (tmp_path / "b" / "rootfs").mkdir(parents=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated, require_root
+from support import require_binary, require_isolated, require_root
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.base import ExecResult
 from podkit.runtime.conmon import (

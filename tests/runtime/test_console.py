@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated, require_root
+from support import require_binary, require_isolated, require_root
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.console import Console, ConsoleSocket, get_winsize
 from podkit.runtime.errors import OCIRuntimeError, RuntimeTimeoutError

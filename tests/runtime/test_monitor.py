@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_root
+from support import require_binary, require_root
 from podkit.errors import ConflictError, NotFoundError
 from podkit.runtime.errors import RuntimeTimeoutError
 from podkit.runtime.monitor import (

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from podkit import oci
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec

@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,

@@ -20,7 +20,7 @@ import attrs
 import pytest
 from google.protobuf import json_format
 
-from conftest import require_binary
+from support import require_binary
 from podkit import apparmor, oci
 from podkit.apparmor import DEFAULT_PROFILE, AppArmorError, AppArmorHost
 from podkit.container import (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require, require_binary, require_isolated, require_root
+from support import require, require_binary, require_isolated, require_root
 from podkit import apparmor
 from podkit.container import ContainerConfigError
 from podkit.pods.config import (

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from podkit import netns
 from podkit.container import PodContext, build_container_spec
 from podkit.pods.config import (

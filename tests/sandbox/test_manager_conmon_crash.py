@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 
 from ._pods import leaked, leftovers, make_manager, snapshot
 

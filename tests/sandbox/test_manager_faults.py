@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 from podkit import netns
 from podkit.errors import PodkitError
 from podkit.sandbox import (

@@ -18,7 +18,7 @@ import attrs
 import pytest
 
 import _leaks
-from conftest import REPO
+from support import REPO
 from image.imagebuild import Layer, build_image, write_layout
 from podkit.container import ContainerConfigError
 from podkit.errors import NotFoundError

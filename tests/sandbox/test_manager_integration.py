@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_binary
+from support import require_binary
 from podkit import netns
 from podkit.errors import AlreadyExistsError
 from podkit.pods.config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping

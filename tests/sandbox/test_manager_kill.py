@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 from podkit._files import is_atomic_temp
 
 from ._pods import leaked, leftovers, make_manager, snapshot

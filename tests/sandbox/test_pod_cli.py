@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from conftest import require_binary, require_isolated
+from support import require_binary, require_isolated
 from podkit._cli.pod import load_pod_file
 from podkit.cli import main
 from podkit.errors import InvalidArgumentError

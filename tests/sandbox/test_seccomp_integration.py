@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from _runtimes import OneShotRuntime, report
-from conftest import require_binary, require_isolated, require_root
+from support import require_binary, require_isolated, require_root
 from podkit import oci
 from podkit.container import ContainerConfigError, PodContext, build_container_spec
 from podkit.pods.config import (

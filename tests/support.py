@@ -1,0 +1,77 @@
+"""Helpers shared by test modules: real-part prerequisites, the busybox rootfs, the repo paths.
+
+Integration tests need root and real binaries. Locally a missing prerequisite skips the test;
+with ``PODKIT_REQUIRE_INTEGRATION=1`` (CI) it fails instead, so nothing is hidden.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+REQUIRE_INTEGRATION = os.environ.get("PODKIT_REQUIRE_INTEGRATION") == "1"
+ISOLATED = os.environ.get("PODKIT_ISOLATED") == "1"
+BUSYBOX = Path("/bin/busybox")
+
+
+def require(condition: object, reason: str) -> None:
+    """Skip (locally) or fail (CI) when a prerequisite of an integration test is missing."""
+    if condition:
+        return
+    if REQUIRE_INTEGRATION:
+        pytest.fail(f"missing prerequisite (PODKIT_REQUIRE_INTEGRATION=1): {reason}")
+    pytest.skip(reason)
+
+
+def require_root() -> None:
+    require(os.geteuid() == 0, "needs root")
+
+
+def require_isolated() -> None:
+    """Network-changing tests run only inside the namespace made by scripts/isolated."""
+    require_root()
+    require(ISOLATED, "needs the private net+mount namespace of scripts/isolated (make test)")
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    require(path, f"{name} not installed")
+    assert path is not None
+    return path
+
+
+def shared_dir() -> Path:
+    """``../shared`` beside the checkout (fixtures and schemas); overridable by PODKIT_SHARED."""
+    path = Path(os.environ.get("PODKIT_SHARED", REPO.parent / "shared"))
+    if not path.is_dir():
+        pytest.fail(f"shared fixtures dir {path} is missing")
+    return path
+
+
+def make_busybox_rootfs(dest: Path) -> Path:
+    """A minimal rootfs: static busybox with its applets, /etc/passwd and /etc/group."""
+    for d in ("bin", "sbin", "etc", "proc", "sys", "dev", "tmp", "root", "home/app", "var", "run"):
+        (dest / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(BUSYBOX, dest / "bin" / "busybox")
+    applets = subprocess.run(
+        [str(BUSYBOX), "--list"], check=True, capture_output=True, text=True
+    ).stdout.split()
+    for applet in applets:
+        link = dest / "bin" / applet
+        if applet != "busybox" and not link.exists():
+            link.symlink_to("busybox")
+    (dest / "etc" / "passwd").write_text(
+        "root:x:0:0:root:/root:/bin/sh\n"
+        "app:x:1000:1000:app:/home/app:/bin/sh\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+    )
+    (dest / "etc" / "group").write_text(
+        "root:x:0:\nwheel:x:10:app\napp:x:1000:\nextra:x:2000:app\nnogroup:x:65534:\n"
+    )
+    (dest / "tmp").chmod(0o1777)
+    return dest
