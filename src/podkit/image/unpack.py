@@ -284,15 +284,7 @@ def _extract(tf: tarfile.TarFile, root: str, parents: list[str], where: str) -> 
         base = rel.rsplit("/", 1)[-1]
         parent = _ensure_parents(root, rel, member.name, where, parents)
         if base.startswith(_WH_PREFIX):
-            if base == _WH_OPAQUE:
-                os.setxattr(parent, OPAQUE_XATTR, b"y")
-            elif not base.startswith(_WH_META):
-                target = base[len(_WH_PREFIX):]
-                if target in ("", ".", ".."):
-                    raise UnsafeLayerError(f"layer{where}: bad whiteout {member.name!r}")
-                path = os.path.join(parent, target)
-                _remove(path)
-                os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+            _whiteout(parent, base, member.name, where)
             continue
         path = os.path.join(root, rel)
         try:
@@ -301,63 +293,83 @@ def _extract(tf: tarfile.TarFile, root: str, parents: list[str], where: str) -> 
             existing = None
         if existing is not None and not (member.isdir() and stat.S_ISDIR(existing.st_mode)):
             _remove(path)
+            existing = None
+        if member.islnk():
+            _hardlink(root, parents, member, path, where)
+            continue  # a hardlink shares the target's metadata
         if member.isdir():
-            if existing is None or not stat.S_ISDIR(existing.st_mode):
+            if existing is None:
                 os.mkdir(path, 0o700)
             dirs.append((path, member))
-        elif member.isreg():
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                src = tf.extractfile(member)
-                if src is not None:
-                    shutil.copyfileobj(src, out, _CHUNK)
-                if os.geteuid() == 0:
-                    os.fchown(out.fileno(), member.uid, member.gid)
-                os.fchmod(out.fileno(), member.mode & 0o7777)
-            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
-        elif member.issym():
-            os.symlink(member.linkname, path)
-            _chown(path, member.uid, member.gid)
-            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
-        elif member.islnk():
-            target_rel = _entry_path(member.linkname, f"hardlink target of {member.name!r}",
-                                     where)
-            if not target_rel:
-                raise UnsafeLayerError(f"layer{where}: hardlink {member.name!r} to the root")
-            _ensure_parents(root, target_rel, member.linkname, where, parents)
-            target = os.path.join(root, target_rel)
-            if not _lexists(target) and not _copy_up(parents, target_rel, root,
-                                                     member.linkname, where):
-                raise UnsafeLayerError(
-                    f"layer{where}: hardlink {member.name!r} to missing {member.linkname!r}"
-                )
-            if stat.S_ISDIR(os.lstat(target).st_mode):
-                raise UnsafeLayerError(
-                    f"layer{where}: hardlink {member.name!r} to directory {member.linkname!r}"
-                )
-            os.link(target, path, follow_symlinks=False)
-            continue  # a hardlink shares the target's metadata
-        elif member.ischr() or member.isblk():
-            kind = stat.S_IFCHR if member.ischr() else stat.S_IFBLK
-            os.mknod(path, kind | 0o600, os.makedev(member.devmajor, member.devminor))
-            _chown(path, member.uid, member.gid)
-            os.chmod(path, member.mode & 0o7777)
-            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
-        elif member.isfifo():
-            os.mkfifo(path, 0o600)
-            _chown(path, member.uid, member.gid)
-            os.chmod(path, member.mode & 0o7777)
-            os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
         else:
-            raise UnsafeLayerError(
-                f"layer{where}: entry {member.name!r} has unsupported type {member.type!r}"
-            )
+            _create(tf, member, path, where)
         _set_xattrs(path, member, where)
     for path, member in reversed(dirs):
         _chown(path, member.uid, member.gid)
         os.chmod(path, member.mode & 0o7777)
         os.utime(path, (member.mtime, member.mtime))
+
+
+def _whiteout(parent: str, base: str, name: str, where: str) -> None:
+    """Apply an AUFS-style whiteout entry: the opaque marker or a removal (a 0:0 char device)."""
+    if base == _WH_OPAQUE:
+        os.setxattr(parent, OPAQUE_XATTR, b"y")
+    elif not base.startswith(_WH_META):
+        target = base[len(_WH_PREFIX):]
+        if target in ("", ".", ".."):
+            raise UnsafeLayerError(f"layer{where}: bad whiteout {name!r}")
+        path = os.path.join(parent, target)
+        _remove(path)
+        os.mknod(path, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+
+
+def _create(tf: tarfile.TarFile, member: tarfile.TarInfo, path: str, where: str) -> None:
+    """Create a regular file, symlink, device or FIFO entry at ``path`` with its metadata."""
+    if member.isreg():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            src = tf.extractfile(member)
+            if src is not None:
+                shutil.copyfileobj(src, out, _CHUNK)
+            if os.geteuid() == 0:
+                os.fchown(out.fileno(), member.uid, member.gid)
+            os.fchmod(out.fileno(), member.mode & 0o7777)
+    elif member.issym():
+        os.symlink(member.linkname, path)
+        _chown(path, member.uid, member.gid)
+    elif member.ischr() or member.isblk() or member.isfifo():
+        if member.isfifo():
+            os.mkfifo(path, 0o600)
+        else:
+            kind = stat.S_IFCHR if member.ischr() else stat.S_IFBLK
+            os.mknod(path, kind | 0o600, os.makedev(member.devmajor, member.devminor))
+        _chown(path, member.uid, member.gid)
+        os.chmod(path, member.mode & 0o7777)
+    else:
+        raise UnsafeLayerError(
+            f"layer{where}: entry {member.name!r} has unsupported type {member.type!r}"
+        )
+    os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+
+
+def _hardlink(root: str, parents: list[str], member: tarfile.TarInfo, path: str,
+              where: str) -> None:
+    """Link ``path`` to an earlier entry of this layer or, copied up, of a lower one."""
+    target_rel = _entry_path(member.linkname, f"hardlink target of {member.name!r}", where)
+    if not target_rel:
+        raise UnsafeLayerError(f"layer{where}: hardlink {member.name!r} to the root")
+    _ensure_parents(root, target_rel, member.linkname, where, parents)
+    target = os.path.join(root, target_rel)
+    if not _lexists(target) and not _copy_up(parents, target_rel, root, member.linkname, where):
+        raise UnsafeLayerError(
+            f"layer{where}: hardlink {member.name!r} to missing {member.linkname!r}"
+        )
+    if stat.S_ISDIR(os.lstat(target).st_mode):
+        raise UnsafeLayerError(
+            f"layer{where}: hardlink {member.name!r} to directory {member.linkname!r}"
+        )
+    os.link(target, path, follow_symlinks=False)
 
 
 def _snapshot_dir(store: ImageStore, chain_id: str) -> Path:
