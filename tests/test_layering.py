@@ -24,7 +24,8 @@ PACKAGE = "podkit"
 
 # part -> (layer rank, module prefixes). A module belongs to the part of its longest prefix.
 PARTS: dict[str, tuple[int, tuple[str, ...]]] = {
-    "base": (0, ("podkit.errors", "podkit._files", "podkit._linux", "podkit._proc")),
+    "base": (0, ("podkit.errors", "podkit._files", "podkit._linux", "podkit._proc",
+              "podkit.procfs")),
     "oci": (1, ("podkit.oci",)),
     "cdi": (2, ("podkit.cdi",)),
     "cni": (2, ("podkit.cni",)),
