@@ -627,3 +627,38 @@ def test_start_failure_whose_cleanup_fails_is_retried_by_remove(
     m.remove_container(cid)
     assert cid not in rt.containers
     m.remove_sandbox(sb.id)
+
+
+def test_network_loader_loads_late_networks_once(tmp_path: Path, rootfs: Path) -> None:
+    from podkit import cni
+    from podkit.cni.testing import FakeExec
+
+    conf = cni.NetworkConfigList.from_bytes(
+        b'{"cniVersion":"1.0.0","name":"pk-pod-fake","plugins":[{"type":"bridge"}]}')
+    nets = cni.Networks(cni.CNI(plugin_dirs=["/x"], cache_dir=str(tmp_path / "c"),
+                                exec=FakeExec()), [conf])
+    calls: list[int] = []
+
+    def loader() -> cni.Networks:
+        calls.append(1)
+        if len(calls) == 1:
+            raise PodkitError("no config in /etc/cni/net.d")
+        return nets
+
+    rt = FakeRuntime()
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt),
+                       network_loader=loader)
+    try:
+        pod = SandboxConfig(metadata=PodSandboxMetadata(name="p"))
+        with pytest.raises(InvalidArgumentError, match="cni config not loaded: no config"):
+            m.run_sandbox(pod)  # run_sandbox tries the loader itself
+        assert m.networks is None and on_disk(tmp_path) == []
+        assert m.load_networks() == "" and m.networks is nets
+        assert m.load_networks() == "" and len(calls) == 2  # loaded: the loader is not called
+    finally:
+        m.close()
+    m2 = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                        pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt))
+    assert m2.load_networks() == "" and m2.networks is None  # no loader: nothing to do
+    m2.close()

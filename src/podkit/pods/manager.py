@@ -147,7 +147,8 @@ class SandboxManager:
     ``root_dir`` holds per-pod files and bundles, ``state_dir`` the JSON records (and conmon's
     state); ``runtime`` a :class:`~podkit.runtime.Runc` (any ``Runtime`` with a ``supervisor``);
     ``networks`` the pod networks
-    (``None``: host-network pods only); ``cdi`` resolves CDI devices; ``pause`` the pause program
+    (``None``: host-network pods only, until ``network_loader``, if given, loads them:
+    :meth:`load_networks`); ``cdi`` resolves CDI devices; ``pause`` the pause program
     (``None``: infra-less pods, their IPC and UTS namespaces pinned by bind mounts);
     ``supervisor`` defaults to conmon, so containers, logs and exit codes outlive this process.
     ``images`` is the image store that ``ContainerConfig.image`` references (and a pause given
@@ -172,6 +173,7 @@ class SandboxManager:
         netns_prefix: str = "podkit-",
         images: _image.ImageStore | None = None,
         rootfs_mode: str = "auto",
+        network_loader: Callable[[], cni.Networks] | None = None,
     ) -> None:
         if rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(
@@ -191,6 +193,7 @@ class SandboxManager:
         self.state_dir = Path(state_dir).absolute()
         self.runtime = runtime
         self.networks = networks
+        self.network_loader = network_loader
         self.cdi = cdi
         self.pause = pause
         self.netns_dir = netns_dir
@@ -225,6 +228,20 @@ class SandboxManager:
         self._opened_at = time.time()  # temp files older than this are an earlier process's
 
     # -- lifetime ---------------------------------------------------------------------------
+
+    def load_networks(self) -> str:
+        """Load the pod networks through ``network_loader`` if they are not loaded yet (a CNI
+        config dropped in after start); "" when loaded or nothing to do, else the reason."""
+        if self.network_loader is None:
+            return ""
+        with self._lock:
+            if self.networks is not None:
+                return ""
+            try:
+                self.networks = self.network_loader()
+            except PodkitError as exc:
+                return f"cni config not loaded: {exc}"
+        return ""
 
     def close(self) -> None:
         """Unmount a shared pause rootfs no pod uses; release the state dir lock. Pods and
@@ -323,11 +340,12 @@ class SandboxManager:
             raise SandboxConfigError(
                 "linux.security_context.namespace_options.userns_options: POD user namespaces "
                 "need a pause container (this manager has pause=None)")
+        problem = self.load_networks() if not sb.host_network and self.networks is None else ""
         if not sb.host_network and self.networks is None:
             raise SandboxConfigError(
                 "linux.security_context.namespace_options.network: POD needs networks; "
                 "this manager has none (host-network pods only)"
-            )
+                + (f"; {problem}" if problem else ""))
         if not sb.host_network:
             self._cni_caps(sb)  # bad annotations or port mappings fail before anything exists
         self._reserve(sb.name, sb.id, "pod")
