@@ -17,10 +17,9 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from podkit.cri import streaming as st
-from podkit.cri import streaming_client as cl
-from podkit.cri import streaming_spdy as spdy
-from podkit.cri import streaming_ws as ws
-from podkit.cri.streaming_types import (
+from podkit.cri.streaming import client as cl
+from podkit.cri.streaming import spdy, ws
+from podkit.cri.streaming.types import (
     AttachRequest,
     DuplexStream,
     ExecRequest,

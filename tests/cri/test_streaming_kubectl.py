@@ -23,13 +23,13 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit import netns
 from podkit.cri import streaming as st
-from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
-from podkit.cri.streaming_types import AttachRequest, ExecRequest, PortForwardRequest
+from podkit.cri.streaming.runtime import ContainerTarget, RuncStreamingRuntime
+from podkit.cri.streaming.types import AttachRequest, ExecRequest, PortForwardRequest
 from podkit.runtime import Conmon, ConmonSupervisor, Runc
 from podkit.runtime.console import set_winsize
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from podkit.cri import streaming as st
-from podkit.cri import streaming_client as cl
-from podkit.cri.streaming_runtime import RuncStreamingRuntime
-from podkit.cri.streaming_types import ExecRequest, PortForwardRequest
+from podkit.cri.streaming import client as cl
+from podkit.cri.streaming.runtime import RuncStreamingRuntime
+from podkit.cri.streaming.types import ExecRequest, PortForwardRequest
 from podkit.errors import NotFoundError
 from podkit.sandbox import SandboxManager
 from sandbox._pods import (

@@ -1,4 +1,4 @@
-"""The streaming server on real parts (podkit.cri.streaming_runtime): runc exec, conmon attach,
+"""The streaming server on real parts (podkit.cri.streaming.runtime): runc exec, conmon attach,
 port-forward into a pinned network namespace, over SPDY/3.1 and WebSocket.
 
 Run inside scripts/isolated (``scripts/isolated .venv/bin/pytest tests/cri``). IDs are
@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit import netns
 from podkit.cri import streaming as st
-from podkit.cri import streaming_client as cl
-from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
-from podkit.cri.streaming_types import AttachRequest, ExecRequest, PortForwardRequest
+from podkit.cri.streaming import client as cl
+from podkit.cri.streaming.runtime import ContainerTarget, RuncStreamingRuntime
+from podkit.cri.streaming.types import AttachRequest, ExecRequest, PortForwardRequest
 from podkit.errors import NotFoundError
 from podkit.runtime import Conmon, ConmonSupervisor, Runc
 from runtime._bundles import busybox_config
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 

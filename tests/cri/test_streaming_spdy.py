@@ -1,4 +1,4 @@
-"""SPDY/3.1 framing (podkit.cri.streaming_spdy): byte vectors, header compression, a session."""
+"""SPDY/3.1 framing (podkit.cri.streaming.spdy): byte vectors, header compression, a session."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from podkit.cri import streaming_spdy as spdy
-from podkit.cri.streaming_spdy import (
+from podkit.cri.streaming import spdy
+from podkit.cri.streaming.spdy import (
     DataFrame,
     Framer,
     GoAwayFrame,

@@ -1,4 +1,4 @@
-"""WebSocket framing (podkit.cri.streaming_ws): RFC 6455 byte vectors, masking, fragments, close."""
+"""WebSocket framing (podkit.cri.streaming.ws): RFC 6455 byte vectors, masking, fragments, close."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from podkit.cri import streaming_ws as ws
-from podkit.cri.streaming_ws import (
+from podkit.cri.streaming import ws
+from podkit.cri.streaming.ws import (
     FrameParser,
     Message,
     MessageAssembler,

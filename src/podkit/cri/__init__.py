@@ -34,8 +34,13 @@ from podkit.cri.convert import (
     sandbox_config_to_cri,
     signal_number,
 )
-from podkit.cri.streaming import StreamingRuntime, StreamingServer, TokenCache
-from podkit.cri.streaming_runtime import ContainerTarget, RuncStreamingRuntime
+from podkit.cri.streaming import (
+    ContainerTarget,
+    RuncStreamingRuntime,
+    StreamingRuntime,
+    StreamingServer,
+    TokenCache,
+)
 
 __all__ = [
     "ContainerTarget",

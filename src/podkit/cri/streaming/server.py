@@ -1,21 +1,9 @@
-"""The Kubernetes streaming server behind CRI ``Exec``, ``Attach`` and ``PortForward``.
+"""The streaming server itself: the HTTP listener, the single-use tokens, the dispatch.
 
-A CRI server answers those RPCs with a URL; the client (kubelet, ``crictl``) then opens that URL
-and upgrades the HTTP/1.1 connection to SPDY/3.1 (``X-Stream-Protocol-Version``
-``v4.channel.k8s.io``, ``v3``, ``v2``, ``channel.k8s.io``; ``portforward.k8s.io``) or to a
-WebSocket (``Sec-WebSocket-Protocol`` ``v5.channel.k8s.io``, ``v4.channel.k8s.io``,
-``v4.base64.channel.k8s.io``, ``channel.k8s.io``, ``base64.channel.k8s.io``). This is kubelet's
-``streaming.Server`` in pure Python (stdlib threads, no dependencies)::
-
-    server = StreamingServer(runtime).start()          # 127.0.0.1:<free port>
-    url = server.get_exec(exec_request)                 # http://127.0.0.1:PORT/exec/<token>
-    ...
-    server.stop()
-
-Each ``get_*`` stores the request under a random single-use token valid for one minute
-(:class:`TokenCache`); an unknown, used or expired token answers 404. The session is served by a
-:class:`~podkit.cri.streaming_types.StreamingRuntime` (``podkit.cri.streaming_runtime`` has one
-built on runc, conmon and netns).
+:class:`StreamingServer` serves the URLs CRI ``Exec``, ``Attach`` and ``PortForward`` answer
+with; each ``get_*`` stores the request under a random single-use token valid for one minute
+(:class:`TokenCache`); an unknown, used or expired token answers 404. The handshakes live in
+``wire``, the upgraded sessions in ``sessions``.
 """
 
 from __future__ import annotations
@@ -30,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from podkit.cri import streaming_ws as ws
-from podkit.cri.streaming_sessions import (
+from podkit.cri.streaming import ws
+from podkit.cri.streaming.sessions import (
     Live,
     Track,
     WsTunnel,
@@ -40,76 +28,32 @@ from podkit.cri.streaming_sessions import (
     serve_ws_portforward,
     serve_ws_remotecommand,
 )
-from podkit.cri.streaming_types import (
+from podkit.cri.streaming.types import (
     AttachRequest,
-    DuplexStream,
     ExecRequest,
-    InputStream,
-    OutputStream,
     PortForwardRequest,
-    ResizeQueue,
     StreamingRuntime,
-    TerminalSize,
 )
-from podkit.cri.streaming_wire import (
+from podkit.cri.streaming.wire import (
     PORTFORWARD_PROTOCOLS,
     PROTOCOL_PORTFORWARD,
     PROTOCOL_PORTFORWARD_TUNNEL,
-    PROTOCOL_V1,
-    PROTOCOL_V2,
-    PROTOCOL_V3,
-    PROTOCOL_V4,
-    PROTOCOL_V5,
     REMOTECOMMAND_PROTOCOLS,
-    WS_BASE64,
     WS_PORTFORWARD,
     WS_REMOTECOMMAND,
-    WS_V4_BASE64,
     BadRequest,
     Reject,
-    exit_code_from_status,
     is_websocket,
     negotiate_spdy,
     query_ports,
     read_request,
     send_error,
-    status_exit_code,
-    status_internal_error,
-    status_success,
     upgrade_spdy,
     upgrade_websocket,
 )
 from podkit.errors import InvalidArgumentError, PodkitError
 
-__all__ = [
-    "PORTFORWARD_PROTOCOLS",
-    "PROTOCOL_PORTFORWARD",
-    "PROTOCOL_PORTFORWARD_TUNNEL",
-    "PROTOCOL_V1",
-    "PROTOCOL_V2",
-    "PROTOCOL_V3",
-    "PROTOCOL_V4",
-    "PROTOCOL_V5",
-    "REMOTECOMMAND_PROTOCOLS",
-    "WS_BASE64",
-    "WS_V4_BASE64",
-    "AttachRequest",
-    "DuplexStream",
-    "ExecRequest",
-    "InputStream",
-    "OutputStream",
-    "PortForwardRequest",
-    "ResizeQueue",
-    "StreamingError",
-    "StreamingRuntime",
-    "StreamingServer",
-    "TerminalSize",
-    "TokenCache",
-    "exit_code_from_status",
-    "status_exit_code",
-    "status_internal_error",
-    "status_success",
-]
+__all__ = ["StreamingError", "StreamingServer", "TokenCache"]
 
 DEFAULT_TOKEN_TTL = 60.0
 DEFAULT_MAX_IN_FLIGHT = 1000
