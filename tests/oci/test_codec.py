@@ -19,122 +19,12 @@ from podkit.oci import features as ft
 from podkit.oci import spec as sp
 from podkit.oci.codec import structure, unstructure, wire_fields
 
-from . import model_objects, wire_docs
+from .helpers import EVERYTHING, model_objects, wire_docs
 
 MODELS = [getattr(sp, n) for n in sp.__all__ if attrs.has(getattr(sp, n))] + [
     getattr(ft, n) for n in ft.__all__ if attrs.has(getattr(ft, n))
 ]
 
-# Every object and field of runtime-spec 1.3 config.json for Linux (reference/oci.md section 2).
-EVERYTHING: dict[str, Any] = {
-    "ociVersion": "1.3.0",
-    "root": {"path": "rootfs", "readonly": True},
-    "mounts": [
-        {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid"]},
-        {
-            "destination": "/data", "type": "bind", "source": "/srv", "options": ["rbind", "idmap"],
-            "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-            "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-        },
-    ],
-    "process": {
-        "terminal": True,
-        "consoleSize": {"height": 25, "width": 80},
-        "user": {"uid": 1000, "gid": 1000, "umask": 18, "additionalGids": [10, 20]},
-        "args": ["sh", "-c", "true"],
-        "env": ["PATH=/bin"],
-        "cwd": "/home/app",
-        "capabilities": {
-            "bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "inheritable": [],
-            "permitted": ["CAP_KILL"], "ambient": [],
-        },
-        "rlimits": [{"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096}],
-        "noNewPrivileges": True,
-        "apparmorProfile": "unconfined",
-        "oomScoreAdj": 0,
-        "selinuxLabel": "system_u:system_r:container_t:s0",
-        "scheduler": {
-            "policy": "SCHED_DEADLINE", "nice": -5, "priority": 0,
-            "flags": ["SCHED_FLAG_RESET_ON_FORK"], "runtime": 10, "deadline": 20, "period": 30,
-        },
-        "ioPriority": {"class": "IOPRIO_CLASS_BE", "priority": 4},
-        "execCPUAffinity": {"initial": "0", "final": "0-3"},
-    },
-    "hostname": "h",
-    "domainname": "d.example",
-    "hooks": {
-        kind: [{"path": "/bin/hook", "args": ["hook", kind], "env": ["A=1"], "timeout": 5}]
-        for kind in (
-            "prestart", "createRuntime", "createContainer", "startContainer", "poststart",
-            "poststop",
-        )
-    },
-    "annotations": {"org.example.key": "value"},
-    "linux": {
-        "namespaces": [
-            {"type": t} for t in ("pid", "network", "mount", "ipc", "uts", "cgroup", "time")
-        ] + [{"type": "user"}],
-        "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-        "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 65536}],
-        "timeOffsets": {"boottime": {"secs": -5, "nanosecs": 7}, "monotonic": {"secs": 1}},
-        "devices": [
-            {"type": "c", "path": "/dev/fuse", "major": 10, "minor": 229, "fileMode": 438,
-             "uid": 0, "gid": 0},
-            {"type": "p", "path": "/dev/fifo"},
-        ],
-        "netDevices": {"eth1": {"name": "net1"}, "eth2": {}},
-        "cgroupsPath": "/podkit/c1",
-        "resources": {
-            "devices": [
-                {"allow": False, "access": "rwm"},
-                {"allow": True, "type": "c", "major": 10, "minor": 229, "access": "rw"},
-            ],
-            "memory": {
-                "limit": 1 << 30, "reservation": 1 << 29, "swap": 1 << 31, "kernel": -1,
-                "kernelTCP": -1, "swappiness": 0, "disableOOMKiller": False,
-                "useHierarchy": True, "checkBeforeUpdate": True,
-            },
-            "cpu": {
-                "shares": 1024, "quota": 100000, "burst": 1000, "period": 100000,
-                "realtimeRuntime": 950000, "realtimePeriod": 1000000, "cpus": "0-1", "mems": "0",
-                "idle": 0,
-            },
-            "pids": {"limit": -1},
-            "blockIO": {
-                "weight": 500, "leafWeight": 300,
-                "weightDevice": [{"major": 8, "minor": 0, "weight": 500, "leafWeight": 300}],
-                "throttleReadBpsDevice": [{"major": 8, "minor": 0, "rate": 600}],
-                "throttleWriteBpsDevice": [{"major": 8, "minor": 0, "rate": 600}],
-                "throttleReadIOPSDevice": [{"major": 8, "minor": 0, "rate": 60}],
-                "throttleWriteIOPSDevice": [{"major": 8, "minor": 0, "rate": 60}],
-            },
-            "hugepageLimits": [{"pageSize": "2MB", "limit": 1 << 21}],
-            "network": {"classID": 1048577, "priorities": [{"name": "eth0", "priority": 5}]},
-            "rdma": {"mlx5_1": {"hcaHandles": 3, "hcaObjects": 10000}},
-            "unified": {"memory.high": "1073741824"},
-        },
-        "intelRdt": {
-            "closID": "guaranteed", "schemata": ["L3:0=ff"], "l3CacheSchema": "L3:0=ff",
-            "memBwSchema": "MB:0=20", "enableMonitoring": True,
-        },
-        "memoryPolicy": {"mode": "MPOL_BIND", "nodes": "0-1", "flags": ["MPOL_F_STATIC_NODES"]},
-        "sysctl": {"net.ipv4.ip_forward": "1"},
-        "seccomp": {
-            "defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 1,
-            "architectures": ["SCMP_ARCH_X86_64"], "flags": ["SECCOMP_FILTER_FLAG_LOG"],
-            "listenerPath": "/run/seccomp.sock", "listenerMetadata": "meta",
-            "syscalls": [
-                {"names": ["mount"], "action": "SCMP_ACT_NOTIFY", "errnoRet": 1,
-                 "args": [{"index": 0, "value": 1, "valueTwo": 2, "op": "SCMP_CMP_MASKED_EQ"}]},
-            ],
-        },
-        "rootfsPropagation": "private",
-        "maskedPaths": ["/proc/kcore"],
-        "readonlyPaths": ["/proc/sys"],
-        "mountLabel": "system_u:object_r:container_file_t:s0",
-        "personality": {"domain": "LINUX", "flags": []},
-    },
-}
 
 
 def _all_extras(obj: Any) -> list[dict[str, Any]]:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from support import require_binary
 from podkit import oci
 from podkit.errors import InvalidArgumentError
+from support import require_binary
 
-from . import schema_validator
+from .helpers import schema_validator
 
 
 def test_default_spec_is_containerds_default_unix_spec() -> None:

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from support import shared_dir
 from podkit import oci
 from podkit.oci.codec import structure
 from podkit.oci.validate import Problem, validate, validate_features, validate_state
+from support import shared_dir
 
-from . import schema_validator, wire_docs
+from .helpers import schema_validator, wire_docs
 
 # Same location rule as conftest.shared_dir (PODKIT_SHARED overrides), read at collection time.
 SHARED = Path(os.environ.get("PODKIT_SHARED", Path(__file__).resolve().parents[3] / "shared"))

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from _runtimes import OneShotRuntime, report
-from support import make_busybox_rootfs, require, require_binary, require_isolated, require_root
 from podkit import oci
+from support import make_busybox_rootfs, require, require_binary, require_isolated, require_root
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from support import require_binary
 from podkit import oci
 from podkit.oci.validate import (
     CAPABILITIES,
@@ -25,8 +24,9 @@ from podkit.oci.validate import (
     validate_state,
     version_uses,
 )
+from support import require_binary
 
-from .test_codec import EVERYTHING
+from .helpers import EVERYTHING
 
 BASE: dict[str, Any] = {
     "ociVersion": "1.0.0",

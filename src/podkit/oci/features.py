@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from podkit.oci._fields import extra, model, opt, req
+from podkit.oci.codec import dumps, loads, structure, unstructure
 
 __all__ = [
     "AppArmorFeatures",
@@ -139,25 +140,17 @@ class Features:
     @classmethod
     def from_dict(cls, data: Any) -> Features:
         """Build from decoded JSON; raise ``SpecError`` on bad input."""
-        from podkit.oci.codec import structure
-
         return structure(data, cls)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Features:
         """Parse features JSON text."""
-        from podkit.oci.codec import loads
-
         return loads(text, cls)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document as plain dicts/lists."""
-        from podkit.oci.codec import unstructure
-
         return unstructure(self)
 
     def to_json(self, *, indent: int | None = None) -> str:
         """Serialise to JSON text."""
-        from podkit.oci.codec import dumps
-
         return dumps(self, indent=indent)

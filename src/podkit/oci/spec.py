@@ -16,7 +16,7 @@ from typing import Any
 
 from podkit.oci import codec
 from podkit.oci._fields import extra, model, opt, req
-from podkit.oci.validate import enum_problems
+from podkit.oci.enums import unknown_values
 
 __all__ = [
     "VERSION",
@@ -568,7 +568,7 @@ class Spec:
 def _known_values(spec: Spec, strict: bool, source: str | None) -> Spec:
     """Raise ``SpecError`` for the first unknown enum value when ``strict``."""
     if strict:
-        problems = enum_problems(spec)
+        problems = unknown_values(spec)
         if problems:
             more = "".join(f"; {p}" for p in problems[1:])
             raise codec.SpecError(problems[0].path, problems[0].message + more, source)

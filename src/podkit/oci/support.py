@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from podkit.oci.codec import key_path, wire_fields
+from podkit.oci.features import Features
 from podkit.oci.problem import Problem
+from podkit.oci.spec import Spec
 from podkit.oci.values import _CAP_SETS, _HOOK_KINDS, MOUNT_OPTIONS
 from podkit.oci.versions import _core, _uses
-
-if TYPE_CHECKING:
-    from podkit.oci.features import Features
-    from podkit.oci.spec import Spec
 
 
 def _topic_known(topic: str | None, f: Features) -> bool:

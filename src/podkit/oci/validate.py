@@ -19,13 +19,16 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from podkit.oci._fields import INT_RANGES
 from podkit.oci.codec import SpecError, key_path, wire_fields
+from podkit.oci.enums import UNKNOWN
+from podkit.oci.features import Features
 from podkit.oci.problem import Problem
+from podkit.oci.spec import Hook, LinuxSeccomp, Mount, Spec, State
 from podkit.oci.support import unknown_keys, unsupported_fields
 from podkit.oci.values import (
     _CAP_RE,
@@ -60,10 +63,6 @@ from podkit.oci.values import (
     _at_least,
 )
 from podkit.oci.versions import minimum_version, version_uses
-
-if TYPE_CHECKING:
-    from podkit.oci.features import Features
-    from podkit.oci.spec import Hook, LinuxSeccomp, Mount, Spec, State
 
 __all__ = [
     "CAPABILITIES",
@@ -234,12 +233,9 @@ def _structural(obj: Any) -> tuple[list[Problem], bool]:
 # --- semantic rules ----------------------------------------------------------------------------
 
 
-_UNKNOWN = "unknown "
-
-
 def _enum(value: str | None, known: Iterable[str], path: str, what: str) -> Iterator[Problem]:
     if value is not None and value not in known:
-        yield Problem(path, f"{_UNKNOWN}{what} {value!r}")
+        yield Problem(path, f"{UNKNOWN}{what} {value!r}")
 
 
 def _enums(
@@ -526,7 +522,7 @@ def validate(spec: Spec) -> list[Problem]:
 
 def enum_problems(spec: Spec) -> list[Problem]:
     """The problems of ``validate`` that are unknown values of an enumerated field."""
-    return [p for p in validate(spec) if p.message.startswith(_UNKNOWN)]
+    return [p for p in validate(spec) if p.message.startswith(UNKNOWN)]
 
 
 def check(spec: Spec, *, source: str | None = None) -> Spec:

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
+from podkit.oci.spec import LinuxSeccomp, Spec
 from podkit.oci.values import _HOOK_KINDS, _semver
-
-if TYPE_CHECKING:
-    from podkit.oci.spec import LinuxSeccomp, Spec
-
 
 
 @attrs.frozen
