@@ -34,9 +34,10 @@ class ProcTimeout(TimeoutError):
     """The program outlived its deadline (``run``: its group was killed; ``wait``: not)."""
 
     def __init__(self, argv: Sequence[str], seconds: float, stdout: Output | None = None,
-                 stderr: Output | None = None) -> None:
+                 stderr: Output | None = None, *, pid: int = 0) -> None:
         super().__init__(f"{argv[0] if argv else '?'} still running after {seconds:g} s")
         self.argv = list(argv)
+        self.pid = pid
         self.seconds = seconds
         self.stdout = stdout if stdout is not None else Output(b"", 0)
         self.stderr = stderr if stderr is not None else Output(b"", 0)
@@ -97,7 +98,7 @@ class Child:
         if self.returncode is not None:
             return self.returncode
         if timeout is not None and not self.exited_within(timeout):
-            raise ProcTimeout(self.argv, timeout)
+            raise ProcTimeout(self.argv, timeout, pid=self.pid)
         while self.returncode is None:  # (the poll without pidfds may have reaped it)
             try:
                 _, status = os.waitpid(self.pid, 0)
@@ -313,7 +314,8 @@ def run(
         raise
     if timed_out:
         child.kill_group()
-        raise ProcTimeout(argv, timeout or 0.0, pump.out.output(), pump.err.output())
+        raise ProcTimeout(argv, timeout or 0.0, pump.out.output(), pump.err.output(),
+                          pid=child.pid)
     return Result(child.wait(), pump.out.output(), pump.err.output())
 
 

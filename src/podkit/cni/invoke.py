@@ -3,26 +3,24 @@
 The request side is pure functions that build exactly what libcni sends: the environment
 (caller's env + the six ``CNI_*`` variables) and the stdin document (plugin object with ``name``
 and ``cniVersion`` injected, ``prevResult`` chained, ``runtimeConfig`` from the declared
-capabilities only, compact JSON with sorted keys). ``RawExec`` runs a binary in its own process
-group with a deadline: on timeout the whole group is killed and reading stops, so a grandchild
-holding the pipes can never hang the caller.
+capabilities only, compact JSON with sorted keys). ``RawExec`` runs a binary through
+``podkit._proc`` in its own process group with a deadline: on timeout the whole group is killed
+and reading stops, so a grandchild holding the pipes can never hang the caller.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
-import selectors
 import signal
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from podkit import _proc
 from podkit.cni._wire import go_dumps, loads_object
 from podkit.cni.config import PluginConfig
 from podkit.cni.types import (
@@ -269,14 +267,16 @@ class RawExec:
 
     ``grace`` is how long to keep reading after the plugin exited while a leftover descendant
     still holds its stdout/stderr (then podkit stops reading, never waiting on such a pipe).
+    ``max_output`` caps the bytes kept of stdout and of stderr each (``None``: no cap).
     Plugin stderr of successful runs is logged on the ``podkit.cni`` logger.
     """
 
     def __init__(self, *, grace: float = 0.2, busy_retries: int = 5,
-                 busy_delay: float = 1.0) -> None:
+                 busy_delay: float = 1.0, max_output: int | None = None) -> None:
         self.grace = grace
         self.busy_retries = busy_retries
         self.busy_delay = busy_delay
+        self.max_output = max_output
 
     def find_in_path(self, plugin: str, paths: Sequence[str]) -> str:
         """See ``find_in_path``."""
@@ -286,16 +286,37 @@ class RawExec:
         """See ``decode_version_info``."""
         return decode_version_info(version_output)
 
-    def _spawn(self, plugin_path: str, environ: Mapping[str, str],
-               deadline: float | None) -> subprocess.Popen[bytes]:
+    def exec_plugin(self, plugin_path: str, stdin_data: bytes, environ: Mapping[str, str],
+                    timeout: float | None) -> bytes:
+        """Run one plugin; see ``Exec.exec_plugin``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            res = self._run(plugin_path, stdin_data, environ, deadline)
+        except _proc.ProcTimeout as e:
+            raise PluginTimeoutError(
+                ERR_UNKNOWN,
+                f"timed out after {timeout:g}s; process group {e.pid} killed",
+                stderr=e.stderr.data.decode("utf-8", "replace"),
+            ) from None
+        out, err = res.stdout.data, res.stderr.data
+        if res.returncode != 0:
+            raise parse_error_output(out, err, _status(res.returncode))
+        if err.strip():
+            log.info("%s stderr: %s", plugin_path, err.decode("utf-8", "replace").rstrip())
+        return out
+
+    def _run(self, plugin_path: str, stdin_data: bytes, environ: Mapping[str, str],
+             deadline: float | None) -> _proc.Result:
+        """``_proc.run`` the plugin in its own process group, retrying a busy binary."""
         attempt = 0
         while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                return subprocess.Popen(
-                    [plugin_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, env=dict(environ), process_group=0,
-                    close_fds=True,
-                )
+                return _proc.run([plugin_path], env=dict(environ), stdin=stdin_data,
+                                 timeout=left, cap=self.max_output, grace=self.grace,
+                                 session=False)
+            except _proc.ProcTimeout:
+                raise
             except OSError as e:
                 busy = e.errno == errno.ETXTBSY
                 late = deadline is not None and time.monotonic() + self.busy_delay > deadline
@@ -305,116 +326,3 @@ class RawExec:
                     continue
                 raise CNIError(ERR_UNKNOWN, f"failed to execute {plugin_path}: "
                                             f"{e.strerror or e}") from None
-
-    def exec_plugin(self, plugin_path: str, stdin_data: bytes, environ: Mapping[str, str],
-                    timeout: float | None) -> bytes:
-        """Run one plugin; see ``Exec.exec_plugin``."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        proc = self._spawn(plugin_path, environ, deadline)
-        pid = proc.pid
-        assert proc.stdin and proc.stdout and proc.stderr
-        out, err, timed_out = self._communicate(proc, stdin_data, deadline)
-        if timed_out:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            proc.wait()
-            raise PluginTimeoutError(
-                ERR_UNKNOWN,
-                f"timed out after {timeout:g}s; process group {pid} killed",
-                stderr=err.decode("utf-8", "replace"),
-            )
-        rc = proc.returncode
-        if rc != 0:
-            raise parse_error_output(out, err, _status(rc))
-        if err.strip():
-            log.info("%s stderr: %s", plugin_path, err.decode("utf-8", "replace").rstrip())
-        return out
-
-    def _communicate(self, proc: subprocess.Popen[bytes], data: bytes,
-                     deadline: float | None) -> tuple[bytes, bytes, bool]:
-        assert proc.stdin and proc.stdout and proc.stderr
-        sel = selectors.DefaultSelector()
-        chunks: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
-        pending = memoryview(data)
-        stdin_fd = proc.stdin.fileno()
-        os.set_blocking(stdin_fd, False)
-        try:
-            if pending:
-                sel.register(stdin_fd, selectors.EVENT_WRITE)
-            else:
-                proc.stdin.close()
-            for fd in chunks:
-                sel.register(fd, selectors.EVENT_READ)
-            pidfd = _pidfd_open(proc.pid)
-            if pidfd is not None:
-                sel.register(pidfd, selectors.EVENT_READ)
-            exited_at: float | None = None
-            timed_out = False
-            while True:
-                readers = [k for k in sel.get_map() if k in chunks]
-                now = time.monotonic()
-                if exited_at is None and (pidfd is None or not readers) \
-                        and proc.poll() is not None:
-                    exited_at = now
-                if not readers and (exited_at is not None or pidfd is None):
-                    break
-                limit = deadline
-                if exited_at is not None:
-                    limit = exited_at + self.grace if limit is None else min(
-                        limit, exited_at + self.grace)
-                if limit is not None and now >= limit:
-                    timed_out = exited_at is None
-                    break
-                wait = None if limit is None else max(0.0, limit - now)
-                if pidfd is None and exited_at is None:
-                    wait = 0.05 if wait is None else min(wait, 0.05)
-                for key, _ in sel.select(wait):
-                    fd = key.fd
-                    if fd == pidfd:
-                        sel.unregister(fd)
-                        os.close(fd)
-                        pidfd = None
-                        if proc.poll() is not None and exited_at is None:
-                            exited_at = time.monotonic()
-                    elif fd == stdin_fd:
-                        try:
-                            n = os.write(fd, pending[:65536])
-                            pending = pending[n:]
-                        except BrokenPipeError:
-                            pending = pending[:0]
-                        if not len(pending):
-                            sel.unregister(fd)
-                            proc.stdin.close()
-                    else:
-                        block = os.read(fd, 65536)
-                        if block:
-                            chunks[fd].append(block)
-                        else:
-                            sel.unregister(fd)
-            if not timed_out and proc.poll() is None:
-                # only without pidfd: pipes closed before the deadline, wait for the exit
-                try:
-                    proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-            return (b"".join(chunks[proc.stdout.fileno()]),
-                    b"".join(chunks[proc.stderr.fileno()]), timed_out)
-        finally:
-            for key in list(sel.get_map().values()):
-                if key.fd not in chunks and key.fd != stdin_fd:
-                    os.close(key.fd)
-            sel.close()
-            for f in (proc.stdin, proc.stdout, proc.stderr):
-                with contextlib.suppress(OSError):
-                    f.close()
-
-
-def _pidfd_open(pid: int) -> int | None:
-    opener = getattr(os, "pidfd_open", None)
-    if opener is None:
-        return None
-    try:
-        fd: int = opener(pid)
-        return fd
-    except OSError:
-        return None
