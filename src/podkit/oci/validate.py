@@ -8,7 +8,8 @@ it returns a list of ``Problem`` (JSON path + message), empty when the spec is v
 
 The loader (``Spec.from_json`` & co.) rejects wrong JSON types, out-of-range integers and (unless
 ``strict=False``, which keeps documents from newer spec versions lossless) unknown enum values,
-using ``enum_problems`` from here. Everything here is a pure function of its arguments. The value
+found by ``enums.unknown_values`` (which sits below the models; ``enum_problems`` here gives the
+same list). Everything here is a pure function of its arguments. The value
 tables live in ``values``, version computation in ``versions`` and runtime-feature checks in
 ``support``; their names stay importable from here.
 """
