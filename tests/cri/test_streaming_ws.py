@@ -183,3 +183,13 @@ def test_garbage_raises_only_websocket_errors(data: bytes) -> None:
     with contextlib.suppress(WebSocketError):
         for frame in FrameParser(max_size=1 << 20).feed(data):
             asm.add(frame)
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 511, 512, 513, 4096, 70_001])
+def test_masking_matches_the_rfc_on_both_sides_of_the_short_cutoff(size: int) -> None:
+    """Short payloads XOR as one integer, long ones through translate tables: same bytes."""
+    payload, mask = (bytes(range(256)) * (size // 256 + 1))[:size], b"\x12\x34\xab\xcd"
+    wire = ws.encode_frame(ws.OP_BINARY, payload, mask=mask)
+    masked = wire[-size:]
+    assert masked == bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    assert FrameParser(require_mask=True).feed(wire) == [WsFrame(ws.OP_BINARY, payload, True, True)]

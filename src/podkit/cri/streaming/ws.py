@@ -5,12 +5,15 @@ The pure part: :func:`accept_key` (the ``Sec-WebSocket-Accept`` of a key), :func
 (joins fragments; control frames pass through) and the close payload codec.
 :class:`WebSocketConnection` uses them over a socket: ``recv`` returns whole messages, answers
 pings, and completes the closing handshake; a client masks what it sends, a server does not.
+Kept over ``wsproto``: as conformant on what kubectl uses and 1.2-3.6x faster here, without
+dependencies (``benchmarks/bench_streaming.py``, docs/cri.md "WebSocket framing").
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import os
 import socket
@@ -69,12 +72,28 @@ def accept_key(key: str) -> str:
     return base64.b64encode(digest).decode()
 
 
+_IDENTITY = int.from_bytes(bytes(range(256)), "big")
+_SHORT = 512  # below this many bytes one big-int XOR beats four translates
+
+
+@functools.cache
+def _xor_table(k: int) -> bytes:
+    """The 256-byte table mapping each byte ``b`` to ``b ^ k``, for :meth:`bytes.translate`."""
+    return (_IDENTITY ^ int.from_bytes(bytes([k]) * 256, "big")).to_bytes(256, "big")
+
+
 def _apply_mask(data: bytes, mask: bytes) -> bytes:
-    if not data:
-        return b""
+    """``data`` XOR the repeated 4-byte ``mask`` (RFC 6455 5.3), at C speed either way."""
     n = len(data)
-    key = int.from_bytes((mask * (n // 4 + 1))[:n], "big")
-    return (int.from_bytes(data, "big") ^ key).to_bytes(n, "big")
+    if n < _SHORT:
+        if not n:
+            return b""
+        key = int.from_bytes((mask * (n // 4 + 1))[:n], "big")
+        return (int.from_bytes(data, "big") ^ key).to_bytes(n, "big")
+    out = bytearray(data)
+    for i in range(4):  # every 4th byte shares a mask byte: one table lookup pass each
+        out[i::4] = out[i::4].translate(_xor_table(mask[i]))
+    return bytes(out)
 
 
 @attrs.frozen
