@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from cri.conftest import BUSYBOX, PAUSE, Harness, container_config, import_images, pod_config
+from cri.helpers import BUSYBOX, PAUSE, Harness, container_config, import_images, pod_config
 from podkit.cri import api_pb2 as pb
 from podkit.runtime import read_cri_log
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import grpc
 import pytest
 
-from support import require_binary, require_isolated
-from cri.conftest import BUSYBOX, Harness, container_config, pod_config
+from cri.helpers import BUSYBOX, Harness, container_config, pod_config
 from image.conftest import registry  # noqa: F401 - the real docker-registry fixture
 from podkit import image
 from podkit.cri import api_pb2 as pb
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 
@@ -139,7 +139,7 @@ def test_cni_config_written_after_start(bridge: None, crun_harness: Harness,
     """No network config at start: NetworkReady is false, host-network pods still run; once a
     config appears, Status and RunPodSandbox pick it up."""
     import _leaks
-    from cri.conftest import BRIDGE, NETWORK, SUBNET
+    from cri.helpers import BRIDGE, NETWORK, SUBNET
     from podkit import cni
     from podkit.cri.server import CRIService
     from podkit.runtime import Runc
@@ -150,10 +150,13 @@ def test_cni_config_written_after_start(bridge: None, crun_harness: Harness,
     client = cni.CNI(["/usr/lib/cni"], str(tmp_path / "cni-cache"))
     _leaks.register_runtime_root(tmp_path / "runc")
     _leaks.register_ipam_dir(tmp_path / "late" / "ipam")
+    def load() -> cni.Networks:
+        return cni.Networks.from_dir(client, conf_dir, max_networks=1, loopback=True)
+
     with SandboxManager(tmp_path / "root", tmp_path / "state", Runc(root=tmp_path / "runc"),
-                        None, pause=crun_harness.pause, netns_prefix="pk-cri-") as mgr:
-        svc = CRIService(mgr, crun_harness.store, network_loader=lambda: cni.Networks.from_dir(
-            client, conf_dir, max_networks=1, loopback=True))
+                        None, pause=crun_harness.pause, netns_prefix="pk-cri-",
+                        images=crun_harness.store, network_loader=load) as mgr:
+        svc = CRIService(mgr, crun_harness.store)
         try:
             cond = {c.type: c for c in svc.Status(pb.StatusRequest()).status.conditions}
             assert not cond["NetworkReady"].status

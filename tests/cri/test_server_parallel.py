@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from cri.conftest import Harness, container_config, pod_config
+from cri.helpers import Harness, container_config, pod_config
 from podkit.cri import api_pb2 as pb
 
 pytestmark = pytest.mark.integration

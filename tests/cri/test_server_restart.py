@@ -12,8 +12,7 @@ import grpc
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
-from cri.conftest import (
+from cri.helpers import (
     BUSYBOX,
     PAUSE,
     Harness,
@@ -24,6 +23,7 @@ from cri.conftest import (
 )
 from podkit.cri import api_pb2 as pb
 from podkit.cri import api_pb2_grpc
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 
@@ -182,54 +182,3 @@ def _cleanup(root: Path, conf: Path) -> None:
         mgr.remove_all()
     for r in image.list_rootfs(store):
         image.remove_rootfs(store, r.container_id)
-
-
-def test_records_of_an_earlier_server_go_to_the_manager(harness: Harness) -> None:
-    """An earlier server version kept a record per container (its own rootfs in the store, the
-    manager saw a rootfs directory). recover() hands each record of a container the manager has
-    to the manager (that rootfs now goes with the container; one the server never recorded the
-    ID of is found by its rootfs) and removes the rootfs of one the manager never made."""
-    import json
-
-    import attrs
-
-    from podkit import image
-    from podkit.cri.convert import container_config_from_cri
-    from podkit.cri.server import CRIService
-
-    h = harness
-    sid = h.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
-    try:
-        img = h.store.get(BUSYBOX)
-        legacy = h.server.service.state_dir / "containers"
-        legacy.mkdir(parents=True, exist_ok=True)
-        ids = {}
-        for name, key in (("old", "1" * 64), ("half", "2" * 64)):
-            rootfs = image.create_rootfs(h.store, img, key)
-            cfg = container_config_from_cri(container_config(name, ["sleep", "60"]))
-            ids[name] = h.manager.create_container(sid, attrs.evolve(cfg, image=str(rootfs.path)))
-            (legacy / f"{key}.json").write_text(json.dumps({
-                "container_id": ids[name] if name == "old" else "",  # "half": ID not recorded
-                "image": "pk-cri/busybox:1", "image_id": img.config.digest,
-                "image_ref": f"localhost/pk-cri/busybox@{img.target.digest}",
-                "rootfs_id": key, "rootfs": str(rootfs.path), "stop_signal": 15}))
-        orphan = "0" * 64  # rootfs made, the manager never saw the container
-        image.create_rootfs(h.store, img, orphan)
-        (legacy / f"{orphan}.json").write_text(json.dumps(
-            {"image": BUSYBOX, "rootfs_id": orphan, "rootfs": "/nonexistent"}))
-        (legacy / "junk.json").write_text("[")
-
-        fresh = CRIService(h.manager, h.store)
-        assert fresh.recover() == [orphan]
-        assert not legacy.exists()
-        assert orphan not in {r.container_id for r in image.list_rootfs(h.store)}
-        for name, key in (("old", "1" * 64), ("half", "2" * 64)):
-            assert h.manager.container_status(ids[name]).rootfs_key == key
-            info = fresh._image_of(ids[name])
-            assert (info.image, info.image_id) == ("pk-cri/busybox:1", img.config.digest)
-            assert info.image_ref == f"localhost/pk-cri/busybox@{img.target.digest}"
-        h.rt.RemoveContainer(pb.RemoveContainerRequest(container_id=ids["old"]))
-        assert "1" * 64 not in {r.container_id for r in image.list_rootfs(h.store)}
-        assert fresh.recover() == []  # nothing left to hand over
-    finally:
-        h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))

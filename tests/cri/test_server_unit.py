@@ -11,13 +11,11 @@ import pytest
 
 from podkit.cri import api_pb2 as pb
 from podkit.cri.server import (
-    ContainerImage,
     UnimplementedError,
-    _legacy_record,
-    _repo,
     claim_socket,
     status_code_name,
 )
+from podkit.cri.service.base import repo
 from podkit.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -44,25 +42,14 @@ def test_status_codes(exc: Exception, code: str) -> None:
     assert status_code_name(exc) == code
 
 
-def test_server_record_of_an_older_version_loads() -> None:
-    # per-container records of older servers (recover() hands them to the manager); the
-    # oldest kept the CRI stop signal, which lives in the manager's config now
-    old = {"container_id": "c1", "image": "busybox", "rootfs_id": "k", "rootfs": "/r",
-           "stop_signal": pb.SIGTERM}
-    assert _legacy_record(old) == ContainerImage(container_id="c1", image="busybox",
-                                                   rootfs_id="k", rootfs="/r")
-    with pytest.raises(TypeError, match="not a JSON object: list"):
-        _legacy_record(["c1"])
-
-
-@pytest.mark.parametrize(("name", "repo"), [
+@pytest.mark.parametrize(("name", "want"), [
     ("docker.io/library/busybox:1.36", "docker.io/library/busybox"),
     ("localhost:5000/a/b:t", "localhost:5000/a/b"),
     ("localhost:5000/a/b@sha256:00", "localhost:5000/a/b"),
     ("localhost:5000/a", "localhost:5000/a"),
 ])
-def test_repository(name: str, repo: str) -> None:
-    assert _repo(name) == repo
+def test_repository(name: str, want: str) -> None:
+    assert repo(name) == want
 
 
 def test_claim_socket(tmp_path: Path) -> None:
@@ -98,10 +85,11 @@ def test_importing_podkit_cri_needs_no_grpc() -> None:
 
 def test_events_stream_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     from podkit.cri import server as srv
+    from podkit.cri.service import events
 
-    monkeypatch.setattr(srv, "EVENTS_BACKLOG", 2)
+    monkeypatch.setattr(events, "EVENTS_BACKLOG", 2)
     svc = object.__new__(srv.CRIService)  # only the events part is used here
-    svc.events = srv._Events()
+    svc.events = events.EventBus()
     deadline = time.monotonic() + 30  # a broken stream fails the test instead of hanging
     stream = svc.GetContainerEvents(pb.GetEventsRequest(), lambda: time.monotonic() < deadline)
     got: list[str] = []
@@ -121,72 +109,68 @@ def test_events_stream_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyPatc
     assert status_code_name(exc.value) == "RESOURCE_EXHAUSTED"
 
 
-def test_service_gives_its_store_to_a_manager_without_one(tmp_path: Path) -> None:
-    """The manager resolves container images: the service hands it its store (or refuses a
-    manager that resolves in another one)."""
+def test_service_takes_a_manager_made_for_it(tmp_path: Path) -> None:
+    """The manager resolves container images in the service's store, with its rootfs mode and
+    network loader: the service checks that and never changes the manager's settings."""
     from podkit.cri.server import CRIService
     from podkit.image import ImageStore
-    from podkit.runtime.testing import FakeRuntime
-    from podkit.sandbox import SandboxManager
-    from sandbox.test_manager import FakeSupervisor
+    from podkit.pods.testing import FakePodManager
 
-    rt = FakeRuntime()
     store = ImageStore(tmp_path / "images")
-    with SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
-                        supervisor=FakeSupervisor(rt)) as m:
-        assert m.images is None
-        CRIService(m, store, rootfs_mode="copy")
-        assert m.images is store and m.rootfs_mode == "copy"
-        CRIService(m, ImageStore(tmp_path / "images"))  # the same store, another object
-        with pytest.raises(InvalidArgumentError, match="another store"):
-            CRIService(m, ImageStore(tmp_path / "other"))
-        with pytest.raises(InvalidArgumentError, match="rootfs_mode 'bogus'"):
-            CRIService(m, store, rootfs_mode="bogus")
-        assert not (tmp_path / "state" / "cri").exists()  # no files of its own
+    with pytest.raises(InvalidArgumentError, match="no image store"):
+        CRIService(FakePodManager(), store)
+    m = FakePodManager(tmp_path / "root", tmp_path / "state", images=store, rootfs_mode="copy")
+    CRIService(m, store, rootfs_mode="copy")
+    CRIService(m, ImageStore(tmp_path / "images"))  # the same store, another object
+    with pytest.raises(InvalidArgumentError, match="another store"):
+        CRIService(m, ImageStore(tmp_path / "other"))
+    with pytest.raises(InvalidArgumentError, match="rootfs_mode 'overlay': the manager makes"):
+        CRIService(m, store, rootfs_mode="overlay")
+    with pytest.raises(InvalidArgumentError, match="rootfs_mode 'bogus'"):
+        CRIService(m, store, rootfs_mode="bogus")
+    with pytest.raises(InvalidArgumentError, match="network_loader: give it to the manager"):
+        CRIService(m, store, network_loader=lambda: None)
+    assert (m.images, m.rootfs_mode, m.network_loader) == (store, "copy", None)  # untouched
+    assert not (tmp_path / "state").exists()  # no files of its own
 
 
 def test_stopped_never_overtakes_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                          ) -> None:
     """The exit monitor may see a container exit while StartContainer is still announcing it:
     subscribers still get STARTED before STOPPED."""
+    from cri.helpers import container_config, pod_config
     from podkit.cri.server import CRIService
     from podkit.image import ImageStore
-    from podkit.runtime.testing import FakeRuntime
-    from podkit.sandbox import PauseConfig, SandboxManager
-    from sandbox.test_manager import FakeSupervisor, ctr, host_pod
+    from podkit.pods.testing import FakeNetworks, FakePodManager
 
-    rootfs = tmp_path / "rootfs"
-    (rootfs / "etc").mkdir(parents=True)
-    rt = FakeRuntime()
-    with SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
-                        pause=PauseConfig(rootfs=str(rootfs)),
-                        supervisor=FakeSupervisor(rt)) as m:
-        svc = CRIService(m, ImageStore(tmp_path / "images"))
-        events = svc.events.subscribe()
-        sid = m.run_sandbox(host_pod()).id
-        cid = m.create_container(sid, ctr(rootfs))
-        announcing = threading.Event()
-        real_status = m.sandbox_status
+    store = ImageStore(tmp_path / "images")
+    m = FakePodManager(images=store, networks=FakeNetworks())
+    svc = CRIService(m, store)
+    events = svc.events.subscribe()
+    sid = svc.RunPodSandbox(pb.RunPodSandboxRequest(config=pod_config())).pod_sandbox_id
+    cid = svc.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sid, config=container_config("c"))).container_id
+    events.queue.clear()  # only the start and the exit matter here
+    announcing = threading.Event()
+    real_status = m.sandbox_status
 
-        def slow_status(id: str) -> object:
-            if threading.current_thread() is starter and not announcing.is_set():
-                announcing.set()
-                time.sleep(0.3)  # STARTED is being built: the exit is noticed meanwhile
-            return real_status(id)
+    def slow_status(id: str) -> object:
+        if threading.current_thread() is starter and not announcing.is_set():
+            announcing.set()
+            time.sleep(0.3)  # STARTED is being built: the exit is noticed meanwhile
+        return real_status(id)
 
-        monkeypatch.setattr(m, "sandbox_status", slow_status)
-        starter = threading.Thread(
-            target=svc.StartContainer, args=(pb.StartContainerRequest(container_id=cid),))
-        starter.start()
-        assert announcing.wait(10)
-        rt.exit(cid, 3)
-        svc.poll_exits()
-        starter.join()
-        got = [events.get_nowait() for _ in range(events.qsize())]
-        assert [(e.container_id, e.container_event_type) for e in got] == [
-            (cid, pb.CONTAINER_STARTED_EVENT), (cid, pb.CONTAINER_STOPPED_EVENT)]
-        m.stop_sandbox(sid)
-        m.remove_sandbox(sid)
+    monkeypatch.setattr(m, "sandbox_status", slow_status)
+    starter = threading.Thread(
+        target=svc.StartContainer, args=(pb.StartContainerRequest(container_id=cid),))
+    starter.start()
+    assert announcing.wait(10)
+    m.exit(cid, 3)
+    svc.poll_exits()
+    starter.join()
+    got = [events.get_nowait() for _ in range(events.qsize())]
+    assert [(e.container_id, e.container_event_type) for e in got] == [
+        (cid, pb.CONTAINER_STARTED_EVENT), (cid, pb.CONTAINER_STOPPED_EVENT)]
 
 
 def test_exec_argv_with_nul_is_refused_before_the_manager() -> None:

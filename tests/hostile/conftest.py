@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from cri.conftest import bridge, harness, image_layouts  # noqa: F401
+from cri.fixtures import bridge, harness, image_layouts  # noqa: F401
 
 _tried: Counter[str] = Counter()
 _held: Counter[str] = Counter()

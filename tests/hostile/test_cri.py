@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 import _leaks
-from cri.conftest import Harness, container_config, pod_config
+from cri.helpers import Harness, container_config, pod_config
 from podkit import image
 from podkit.cri import api_pb2 as pb
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from support import require_isolated
 from image.imagebuild import build_image, sha, tree, write_layout
 from podkit import image
 from podkit.image import ImageError, ImageStore, UnsafeLayerError
+from support import require_isolated
 
 pytestmark = pytest.mark.integration
 

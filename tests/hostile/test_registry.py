@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from support import require_isolated
 from image.conftest import FakeRegistry
 from image.imagebuild import BuiltImage
 from image.registry_faults import PROBES, run_probe, small_image
+from support import require_isolated
 
 pytestmark = pytest.mark.integration
 

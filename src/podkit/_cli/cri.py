@@ -84,7 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     cache = cdi.Cache(args.cdi_spec_dir) if args.cdi_spec_dir else cdi.Cache()
     runtime = Runc(args.runtime, root=state / args.runtime)
     manager = SandboxManager(root / "cri" / "root", state, runtime, networks, cdi=cache,
-                             pause=pause, netns_prefix="podkit-cri-", images=store)
+                             pause=pause, netns_prefix="podkit-cri-", images=store,
+                             network_loader=load_networks)
     try:
         report = manager.recover()
         for err in report.errors:
@@ -98,8 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             streaming = manager_streaming(manager, (host.strip("[]"), int(port)))
         try:
             server = serve(args.socket, manager, store, pause_image=pause.image,
-                           runtime_handler=args.runtime, streaming=streaming,
-                           network_loader=load_networks)
+                           runtime_handler=args.runtime, streaming=streaming)
         except BaseException:
             if streaming is not None:
                 streaming.stop()

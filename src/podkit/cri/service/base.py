@@ -1,0 +1,130 @@
+"""What every part of the CRI service shares: its settings, caches and record views.
+
+:class:`ServiceBase` holds the pod API, the image store and the bookkeeping the RPC parts
+(``sandboxes``, ``containers``, ``status``, ``images``, ``events``) read: a container's image as
+the CRI reports it, its resolved user, its CRI status, and a pod's state checked cheaply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from podkit import image as _image
+from podkit import procfs
+from podkit.cri import api_pb2 as pb
+from podkit.cri.service.errors import UnimplementedError
+from podkit.cri.service.events import EventBus
+from podkit.cri.service.pods import PodAPI
+from podkit.cri.service.replies import ContainerImage, container_status_reply, user_from_spec
+from podkit.errors import NotFoundError
+from podkit.sandbox import Container, Sandbox, SandboxFilter, SandboxState
+
+__all__ = ["ServiceBase", "StreamingURLs"]
+
+
+class StreamingURLs(Protocol):
+    """Where Exec, Attach and PortForward sessions happen: each returns the session's URL."""
+
+    def get_exec(self, req: pb.ExecRequest) -> str:
+        """A URL serving ``req`` (a command in a container) with the streaming protocols."""
+        ...
+
+    def get_attach(self, req: pb.AttachRequest) -> str:
+        """A URL attaching to ``req.container_id``'s stdio."""
+        ...
+
+    def get_port_forward(self, req: pb.PortForwardRequest) -> str:
+        """A URL forwarding ports into ``req.pod_sandbox_id``'s network namespace."""
+        ...
+
+
+def repo(name: str) -> str:
+    """The repository of an image name (``a/b`` of ``a/b:t`` or ``a/b@sha256:...``)."""
+    base = name.split("@", 1)[0]
+    colon = base.rfind(":")
+    return base[:colon] if colon > base.rfind("/") else base
+
+
+class ServiceBase:
+    """The state the CRI service's parts share; no RPC of its own."""
+
+    def __init__(self, manager: PodAPI, store: _image.ImageStore, *,
+                 streaming: StreamingURLs | None, pause_image: str,
+                 runtime_handler: str) -> None:
+        self.manager = manager
+        self.store = store
+        self.streaming = streaming
+        self.pause_image = pause_image
+        self.runtime_handler = runtime_handler
+        self.events = EventBus()
+        self.pod_cidr = ""
+        self._lock = threading.Lock()
+        self._ordered = threading.Lock()  # events leave in the order their bookkeeping saw
+        self._stopped: set[str] = set()
+        self._announced: set[str] = set()
+        self._users: dict[str, pb.ContainerUser | None] = {}
+        self._cpu_samples: dict[str, tuple[int, int]] = {}
+
+    # -- containers as the CRI sees them ----------------------------------------------------
+
+    def _image_info(self, c: Container) -> ContainerImage:
+        """What the CRI reports about ``c``'s image, from the manager's record."""
+        ref = c.config.image
+        if not c.rootfs_key and not c.image_id:  # a rootfs directory
+            return ContainerImage(container_id=c.id, image=ref, image_ref=ref, image_id=ref,
+                                  rootfs=ref)
+        name = c.image_ref or ref
+        return ContainerImage(
+            container_id=c.id, image=c.meta.get("user_specified_image") or name,
+            image_ref=f"{repo(name)}@{c.image_digest}" if c.image_digest else name,
+            image_id=c.image_id, rootfs_id=c.rootfs_key,
+            rootfs=str(self.store.root / "containers" / c.rootfs_key / "rootfs")
+            if c.rootfs_key else "")
+
+    def _image_of(self, id: str) -> ContainerImage:
+        try:
+            return self._image_info(self.manager.container_status(id))
+        except NotFoundError:
+            return ContainerImage(container_id=id)
+
+    def _user(self, id: str) -> pb.ContainerUser | None:
+        with self._lock:
+            if id in self._users:
+                return self._users[id]
+        user = user_from_spec(Path(self.manager.root_dir) / "containers" / id / "bundle" /
+                              "config.json")
+        with self._lock:
+            self._users[id] = user
+        return user
+
+    def _status(self, c: Container) -> pb.ContainerStatus:
+        return container_status_reply(c, self._image_info(c), self._user(c.id))
+
+    def _forget(self, id: str) -> None:
+        """Drop what the server caches about a removed container."""
+        with self._lock:
+            self._users.pop(id, None)
+            self._cpu_samples.pop(id, None)
+
+    def _streaming(self) -> StreamingURLs:
+        if self.streaming is None:
+            raise UnimplementedError("no streaming server is configured (exec/attach/port-forward)")
+        return self.streaming
+
+    # -- pods, their state checked cheaply --------------------------------------------------
+
+    def _fresh_sandbox(self, id: str) -> Sandbox | None:
+        """The pod's record with its state checked: ``/proc/<pause pid>`` while it lives,
+        the manager's runtime check (a runc exec) only when the pause seems gone."""
+        found = [sb for sb in self.manager.list_sandboxes(SandboxFilter(id=id)) if sb.id == id]
+        return self._fresh(found[0]) if found else None
+
+    def _fresh(self, sb: Sandbox) -> Sandbox | None:
+        if sb.state != SandboxState.SANDBOX_READY or procfs.alive(sb.pid):
+            return sb
+        with contextlib.suppress(NotFoundError):
+            return self.manager.sandbox_status(sb.id)
+        return None

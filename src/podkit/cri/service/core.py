@@ -1,0 +1,129 @@
+"""``CRIService``: every CRI RPC as a method named like it, over a pod API and an image store.
+
+The RPCs live in their parts (``sandboxes``, ``containers``, ``status``, ``images``, the
+events in ``exits``); this class joins them, checks the manager it is given is configured for
+it, and adds the ``Stream*`` list RPCs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from podkit import image as _image
+from podkit.cri import api_pb2 as pb
+from podkit.cri.service.base import ServiceBase, StreamingURLs
+from podkit.cri.service.containers import ContainerRPCs
+from podkit.cri.service.images import ImageRPCs
+from podkit.cri.service.pods import PodAPI
+from podkit.cri.service.requests import batches
+from podkit.cri.service.sandboxes import SandboxRPCs
+from podkit.cri.service.status import StatusRPCs
+from podkit.errors import InvalidArgumentError
+
+__all__ = ["CRIService"]
+
+
+def _check_manager(manager: PodAPI, store: _image.ImageStore, rootfs_mode: str | None,
+                   network_loader: Callable[[], Any] | None) -> None:
+    """Refuse a manager not configured for this service (the service never changes it)."""
+    if manager.images is None:
+        raise InvalidArgumentError(
+            f"image store {store.root}: the manager has no image store (make it with "
+            "SandboxManager(..., images=store))")
+    if Path(manager.images.root).absolute() != Path(store.root).absolute():
+        raise InvalidArgumentError(
+            f"image store {store.root}: the manager resolves images in another store "
+            f"({manager.images.root})")
+    if rootfs_mode is not None and rootfs_mode != manager.rootfs_mode:
+        raise InvalidArgumentError(
+            f"rootfs_mode {rootfs_mode!r}: the manager makes {manager.rootfs_mode!r} root "
+            "filesystems (make it with SandboxManager(..., rootfs_mode=...))")
+    if network_loader is not None and getattr(manager, "network_loader", None) \
+            is not network_loader:
+        raise InvalidArgumentError(
+            "network_loader: give it to the manager (SandboxManager(..., network_loader=...))")
+
+
+class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
+    """Every CRI RPC as a method named like it: ``service.RunPodSandbox(request) -> response``.
+
+    ``manager`` (any :class:`~podkit.cri.service.pods.PodAPI`, e.g. a ``SandboxManager``) runs
+    pods and containers; it must be made for this service: resolving images in ``store``
+    (``images=store``), with its rootfs mode and its network loader (``network_loader=``,
+    tried by Status and RunPodSandbox, so a CNI config written after the start is picked up, as
+    containerd does). ``rootfs_mode`` and ``network_loader`` here are checks only: a manager
+    set up otherwise is refused (InvalidArgumentError). ``streaming`` serves
+    Exec/Attach/PortForward (``None``: those answer Unimplemented); ``pause_image`` is reported
+    as pinned; ``state_dir`` is not used (kept for callers of earlier versions).
+    Thread-safe; raises podkit errors.
+    """
+
+    def __init__(
+        self,
+        manager: PodAPI,
+        store: _image.ImageStore,
+        *,
+        streaming: StreamingURLs | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        pause_image: str = "",
+        runtime_handler: str = "runc",
+        rootfs_mode: str | None = None,
+        network_loader: Callable[[], Any] | None = None,
+    ) -> None:
+        if rootfs_mode is not None and rootfs_mode not in ("auto", "overlay", "copy"):
+            raise InvalidArgumentError(f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
+        _check_manager(manager, store, rootfs_mode, network_loader)
+        ServiceBase.__init__(self, manager, store, streaming=streaming, pause_image=pause_image,
+                             runtime_handler=runtime_handler)
+        self.state_dir = Path(state_dir) if state_dir else Path(manager.state_dir) / "cri"
+
+    @property
+    def network_loader(self) -> Callable[[], Any] | None:
+        """The manager's network loader (kept for callers of earlier versions)."""
+        loader: Callable[[], Any] | None = getattr(self.manager, "network_loader", None)
+        return loader
+
+    def recover(self) -> list[str]:
+        """Note what is running and what already stopped, so the exit monitor announces only
+        later exits. Call after ``manager.recover()``; returns ``[]`` (the server keeps no
+        records of its own)."""
+        self.poll_exits(publish=False)
+        return []
+
+    # -- Stream* list RPCs (cri-api v0.36): the list RPCs' results in batches --------------
+
+    def StreamPodSandboxes(self, request: pb.StreamPodSandboxesRequest,
+                           active: Callable[[], bool] = lambda: True,
+                           ) -> Iterator[pb.StreamPodSandboxesResponse]:
+        """``ListPodSandbox`` in batches of :data:`~podkit.cri.service.requests.STREAM_BATCH`."""
+        items = list(self.ListPodSandbox(pb.ListPodSandboxRequest(filter=request.filter)).items)
+        return batches(items, lambda b: pb.StreamPodSandboxesResponse(pod_sandboxes=b), active)
+
+    def StreamContainers(self, request: pb.StreamContainersRequest,
+                         active: Callable[[], bool] = lambda: True,
+                         ) -> Iterator[pb.StreamContainersResponse]:
+        """``ListContainers`` in batches."""
+        items = list(self.ListContainers(
+            pb.ListContainersRequest(filter=request.filter)).containers)
+        return batches(items, lambda b: pb.StreamContainersResponse(containers=b), active)
+
+    def StreamContainerStats(self, request: pb.StreamContainerStatsRequest,
+                             active: Callable[[], bool] = lambda: True,
+                             ) -> Iterator[pb.StreamContainerStatsResponse]:
+        """``ListContainerStats`` in batches."""
+        items = list(self.ListContainerStats(
+            pb.ListContainerStatsRequest(filter=request.filter)).stats)
+        return batches(items, lambda b: pb.StreamContainerStatsResponse(container_stats=b),
+                       active)
+
+    def StreamPodSandboxStats(self, request: pb.StreamPodSandboxStatsRequest,
+                              active: Callable[[], bool] = lambda: True,
+                              ) -> Iterator[pb.StreamPodSandboxStatsResponse]:
+        """``ListPodSandboxStats`` in batches."""
+        items = list(self.ListPodSandboxStats(
+            pb.ListPodSandboxStatsRequest(filter=request.filter)).stats)
+        return batches(items, lambda b: pb.StreamPodSandboxStatsResponse(pod_sandbox_stats=b),
+                       active)

@@ -1,0 +1,140 @@
+"""Helpers the CRI and hostile tests share: the test images' names and configs, CRI configs
+as kubelet sends them, and :class:`Harness` (a CRIService served on a temp socket with gRPC
+stubs). The fixtures that build them are in ``cri/fixtures.py``.
+
+The images are made with tarfile from the session busybox rootfs (tests/image/imagebuild.py) and
+imported into a store; the server runs real runc under conmon, real CNI plugins on a test bridge
+inside the scripts/isolated namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import _leaks
+
+BRIDGE = "pkcri0"
+SUBNET = "10.89.0.0/16"
+NETWORK = "pk-cri-net"
+BUSYBOX = "localhost/pk-cri/busybox:1"
+PAUSE = "localhost/pk-cri/pause:1"
+BUSYBOX_CONFIG = {
+    "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "FROM_IMAGE=yes"],
+    "Cmd": ["sleep", "3600"],
+    "WorkingDir": "/tmp",
+    "StopSignal": "SIGTERM",
+}
+PAUSE_CONFIG = {"Env": ["PATH=/bin"], "Entrypoint": ["sleep"], "Cmd": ["2147483647"]}
+
+
+def import_images(root: Path, layouts: dict[str, Path]) -> None:
+    """Import the test images into the store under ``root``."""
+    from podkit.image import ImageStore, import_image
+
+    store = ImageStore(root)
+    for name, layout in layouts.items():
+        import_image(store, layout, name)
+
+
+def write_cni_conf(state: Path) -> Path:
+    """The test bridge network's conflist in ``<state>/net.d`` (the returned dir)."""
+    from podkit.sandbox import default_network_config
+
+    default_network_config(state, name=NETWORK, bridge=BRIDGE, subnet=SUBNET)
+    return state / "net.d"
+
+
+class Harness:
+    """A CRIService served on a temp socket, and gRPC stubs talking to it."""
+
+    def __init__(self, base: Path, layouts: dict[str, Path], *, runtime: str = "runc",
+                 cdi_dirs: list[Path] | None = None) -> None:
+        import grpc
+
+        from podkit.cri import api_pb2_grpc
+        from podkit.cri.server import pause_config, serve
+        from podkit.image import ImageStore
+        from podkit.runtime import Runc
+        from podkit.sandbox import SandboxManager, default_networks
+
+        self.base = base
+        self.layouts = layouts
+        import_images(base, layouts)
+        self.store = ImageStore(base)
+        _leaks.register_runtime_root(base / "runc")
+        _leaks.register_ipam_dir(base / "state" / "ipam")
+        nets = default_networks(base / "state", bridge=BRIDGE, name=NETWORK, subnet=SUBNET)
+        self.pause = pause_config(self.store, PAUSE)
+        cache = None
+        if cdi_dirs is not None:
+            from podkit import cdi
+
+            cache = cdi.Cache(cdi_dirs, auto_refresh=False)
+        self.manager = SandboxManager(base / "root", base / "state",
+                                      Runc(runtime, root=base / "runc"), nets, cdi=cache,
+                                      pause=self.pause, netns_prefix="pk-cri-",
+                                      images=self.store)
+        self.manager.recover()
+        self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE,
+                            runtime_handler=runtime)
+        self.channel = grpc.insecure_channel(self.server.address)
+        self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
+        self.img = api_pb2_grpc.ImageServiceStub(self.channel)
+
+    def shutdown(self) -> None:
+        """Stop serving and release the state dir; pods and containers keep running."""
+        self.channel.close()
+        self.server.stop()
+        self.manager.close()
+
+    def close(self) -> None:
+        """Remove every pod, stop the server, remove the pause rootfs."""
+        from podkit import image
+
+        try:
+            self.manager.remove_all()
+            for r in image.list_rootfs(self.store):
+                image.remove_rootfs(self.store, r.container_id)
+        finally:
+            self.channel.close()
+            self.server.stop()
+            self.manager.close()
+
+
+def pod_config(name: str = "", **kw: Any) -> Any:
+    """A CRI PodSandboxConfig as kubelet sends it (pod network, unique name)."""
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pb.PodSandboxConfig(
+        metadata=pb.PodSandboxMetadata(name=name or f"pk-cri-{uuid.uuid4().hex[:8]}",
+                                       uid=uuid.uuid4().hex, namespace="pk-cri", attempt=0),
+        hostname="pk-cri-pod", **kw)
+    cfg.linux.security_context.namespace_options.network = pb.POD
+    cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+    return cfg
+
+
+def container_config(name: str, command: list[str] | None = None, *,
+                     image: str = BUSYBOX, **kw: Any) -> Any:
+    """A CRI ContainerConfig for the busybox test image."""
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pb.ContainerConfig(metadata=pb.ContainerMetadata(name=name),
+                             image=pb.ImageSpec(image=image), **kw)
+    if command is not None:
+        cfg.command.extend(command)
+    cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+    return cfg
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
