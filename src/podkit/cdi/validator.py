@@ -1,6 +1,6 @@
 """Extra spec validation plugged in by the user (the Go library's ``SetSpecValidator``).
 
-A spec validator is a callable that gets a parsed :class:`~podkit.cdi.spec.Spec` and raises to
+A spec validator is a callable that gets a parsed :class:`~podkit.cdi.models.Spec` and raises to
 reject it (``SpecError`` or any other ``Exception``; its message is kept). The process-wide one
 set here runs wherever specs are read or written: ``load_spec``, every ``Cache`` scan and
 ``Cache.write_spec``; a cache may add its own (``Cache(spec_validator=...)``). A ready JSON-schema
@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from podkit.cdi.spec import Spec
+from podkit.cdi.models import Spec
 
 __all__ = ["SpecValidator", "get_spec_validator", "set_spec_validator", "validator_generation"]
 
-SpecValidator = Callable[["Spec"], None]
+SpecValidator = Callable[[Spec], None]
 """Raises to reject a spec; returns ``None`` to accept it."""
 
 _lock = threading.Lock()

@@ -11,6 +11,16 @@ from podkit.oci.defaults import KNOWN_CAPABILITIES
 from podkit.oci.opts.core import SpecOpt, SpecOptError, _cap_names, _caps, _str
 from podkit.oci.spec import Spec
 
+__all__ = [
+    "current_capabilities",
+    "with_added_capabilities",
+    "with_all_current_capabilities",
+    "with_all_known_capabilities",
+    "with_ambient_capabilities",
+    "with_capabilities",
+    "with_dropped_capabilities",
+]
+
 
 def with_capabilities(caps: Iterable[str] | None) -> SpecOpt:
     """Set bounding, effective and permitted to ``caps``; filter inheritable to them."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from podkit.oci.opts.core import SpecOpt
 from podkit.oci.spec import Spec
 
+__all__ = ["compose", "generate"]
+
 
 def generate(base: Spec, *opts: SpecOpt) -> Spec:
     """Apply ``opts`` in order to a copy of ``base`` and return it; ``base`` is never touched.

@@ -22,6 +22,8 @@ from podkit.oci.spec import (
 )
 from podkit.oci.values import NAMESPACE_TYPES
 
+__all__ = ["SpecOpt", "SpecOptError", "UserLookupError"]
+
 _INT64 = (-(2**63), 2**63 - 1)
 _UINT64 = (0, 2**64 - 1)
 _UINT32 = (0, 2**32 - 1)

@@ -12,6 +12,13 @@ from podkit.oci.spec import (
     Spec,
 )
 
+__all__ = [
+    "with_all_devices_allowed",
+    "with_default_unix_devices",
+    "with_devices",
+    "with_linux_device",
+]
+
 
 def _add_devices(s: Spec, devices: list[LinuxDevice], access: str) -> None:
     lx = _linux(s)

@@ -11,6 +11,8 @@ from podkit.oci.opts.core import SpecOpt, SpecOptError, _str, _str_map
 from podkit.oci.spec import Spec
 from podkit.oci.versions import minimum_version
 
+__all__ = ["with_annotations", "with_minimum_oci_version", "with_oci_version"]
+
 _SEMVER = re.compile(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?\Z")
 
 

@@ -12,6 +12,8 @@ from typing import Protocol
 from podkit.oci.opts.core import SpecOptError
 from podkit.oci.spec import LinuxDevice
 
+__all__ = ["DeviceStat", "HostFS"]
+
 _SKIP_DEV_DIRS = frozenset({"pts", "shm", "fd", "mqueue", ".lxc", ".lxd-mounts", ".udev"})
 
 

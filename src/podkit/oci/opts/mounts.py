@@ -15,6 +15,20 @@ from podkit.oci.spec import (
     Spec,
 )
 
+__all__ = [
+    "with_dev_shm_size",
+    "with_host_hosts_file",
+    "with_host_localtime",
+    "with_host_resolvconf",
+    "with_mounts",
+    "with_rootfs_path",
+    "with_rootfs_readonly",
+    "with_writeable_cgroupfs",
+    "with_writeable_sysfs",
+    "without_mounts",
+    "without_run_mount",
+]
+
 # --- mounts -------------------------------------------------------------------------------
 
 

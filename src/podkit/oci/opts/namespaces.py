@@ -23,6 +23,15 @@ from podkit.oci.spec import (
     Spec,
 )
 
+__all__ = [
+    "with_host_namespace",
+    "with_linux_namespace",
+    "with_namespace_path",
+    "with_sysctls",
+    "with_user_namespace",
+    "without_namespace",
+]
+
 
 def with_host_namespace(type: str) -> SpecOpt:
     """Drop the ``type`` namespace entry, so the container shares the host's."""

@@ -10,8 +10,12 @@ from pathlib import Path
 from podkit.oci.opts.core import SpecOptError, UserLookupError
 from podkit.oci.spec import Spec
 
+__all__ = [
+    "lookup_group", "lookup_user", "read_groups", "read_passwd", "resolve_in_root", "rootfs_of",
+]
 
-def _resolve_in_root(root: Path, rel: str) -> Path:
+
+def resolve_in_root(root: Path, rel: str) -> Path:
     """``root/rel`` with symlinks resolved as if ``root`` were ``/`` (never escapes ``root``)."""
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     done: list[str] = []
@@ -36,7 +40,8 @@ def _resolve_in_root(root: Path, rel: str) -> Path:
     return root.joinpath(*done)
 
 
-def _rootfs(s: Spec, rootfs: str | os.PathLike[str] | None) -> Path:
+def rootfs_of(s: Spec, rootfs: str | os.PathLike[str] | None) -> Path:
+    """The rootfs to look users up in: ``rootfs`` if given, else the spec's absolute root.path."""
     if rootfs is not None:
         return Path(rootfs)
     path = s.root.path if s.root else None
@@ -49,7 +54,7 @@ def _rootfs(s: Spec, rootfs: str | os.PathLike[str] | None) -> Path:
 
 def _read_db(root: Path, name: str) -> tuple[Path, list[list[str]] | None]:
     """Lines of ``/etc/passwd`` or ``/etc/group`` split on ``:``; ``None`` if the file is absent."""
-    path = _resolve_in_root(root, f"etc/{name}")
+    path = resolve_in_root(root, f"etc/{name}")
     try:
         text = path.read_text(errors="replace")
     except FileNotFoundError:
@@ -64,7 +69,8 @@ def _read_db(root: Path, name: str) -> tuple[Path, list[list[str]] | None]:
     return path, rows
 
 
-def _passwd(root: Path) -> tuple[Path, list[tuple[str, int, int]] | None]:
+def read_passwd(root: Path) -> tuple[Path, list[tuple[str, int, int]] | None]:
+    """(path, [(name, uid, gid)]) of the rootfs' ``/etc/passwd``; ``None`` if it is absent."""
     path, rows = _read_db(root, "passwd")
     if rows is None:
         return path, None
@@ -75,7 +81,8 @@ def _passwd(root: Path) -> tuple[Path, list[tuple[str, int, int]] | None]:
     return path, users
 
 
-def _groups(root: Path) -> tuple[Path, list[tuple[str, int, list[str]]] | None]:
+def read_groups(root: Path) -> tuple[Path, list[tuple[str, int, list[str]]] | None]:
+    """(path, [(name, gid, members)]) of the rootfs' ``/etc/group``; ``None`` if it is absent."""
     path, rows = _read_db(root, "group")
     if rows is None:
         return path, None
@@ -87,8 +94,9 @@ def _groups(root: Path) -> tuple[Path, list[tuple[str, int, list[str]]] | None]:
     return path, groups
 
 
-def _lookup_user(root: Path, name: str) -> tuple[int, int]:
-    path, users = _passwd(root)
+def lookup_user(root: Path, name: str) -> tuple[int, int]:
+    """(uid, gid) of user ``name``; ``UserLookupError`` if it or the file is missing."""
+    path, users = read_passwd(root)
     if users is None:
         raise UserLookupError(f"cannot look up user {name!r}: {path} does not exist")
     for uname, uid, gid in users:
@@ -97,8 +105,9 @@ def _lookup_user(root: Path, name: str) -> tuple[int, int]:
     raise UserLookupError(f"user {name!r} not found in {path}")
 
 
-def _lookup_group(root: Path, name: str) -> int:
-    path, groups = _groups(root)
+def lookup_group(root: Path, name: str) -> int:
+    """The gid of group ``name``; ``UserLookupError`` if it or the file is missing."""
+    path, groups = read_groups(root)
     if groups is None:
         raise UserLookupError(f"cannot look up group {name!r}: {path} does not exist")
     for gname, gid, _ in groups:

@@ -27,6 +27,21 @@ from podkit.oci.spec import (
 )
 from podkit.oci.values import RLIMITS
 
+__all__ = [
+    "with_default_path_env",
+    "with_domainname",
+    "with_env",
+    "with_hostname",
+    "with_oom_score_adj",
+    "with_process_args",
+    "with_process_cwd",
+    "with_rlimit",
+    "with_rlimits",
+    "with_tty",
+    "with_tty_size",
+    "with_umask",
+]
+
 
 def _merge_env(current: list[str], updates: list[str]) -> list[str]:
     out = list(current)

@@ -30,6 +30,24 @@ from podkit.oci.spec import (
     Spec,
 )
 
+__all__ = [
+    "with_blockio",
+    "with_cgroup",
+    "with_cpu_burst",
+    "with_cpu_cfs",
+    "with_cpu_rt",
+    "with_cpu_shares",
+    "with_cpus",
+    "with_cpus_mems",
+    "with_hugepage_limits",
+    "with_memory_limit",
+    "with_memory_swap",
+    "with_pids_limit",
+    "with_rdt",
+    "with_resources",
+    "with_unified",
+]
+
 _CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*\Z")
 _PAGE_SIZE = re.compile(r"[1-9][0-9]*[KMG]B\Z")
 

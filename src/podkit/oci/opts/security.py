@@ -12,6 +12,17 @@ from podkit.oci.opts.core import SpecOpt, _abs_path, _linux, _process, _str, _st
 from podkit.oci.opts.mounts import with_writeable_cgroupfs, with_writeable_sysfs
 from podkit.oci.spec import Spec
 
+__all__ = [
+    "with_apparmor_profile",
+    "with_masked_paths",
+    "with_new_privileges",
+    "with_no_new_privileges",
+    "with_privileged",
+    "with_readonly_paths",
+    "with_seccomp_unconfined",
+    "with_selinux_label",
+]
+
 
 def with_masked_paths(paths: Iterable[str] | None) -> SpecOpt:
     """Replace ``linux.maskedPaths`` (``None`` removes the list)."""

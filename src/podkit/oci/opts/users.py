@@ -8,11 +8,20 @@ import os
 from pathlib import Path
 
 from podkit.oci.opts.core import _UINT32, SpecOpt, SpecOptError, _int, _str, _user
-from podkit.oci.opts.passwd import _groups, _lookup_group, _lookup_user, _passwd, _rootfs
+from podkit.oci.opts.passwd import lookup_group, lookup_user, read_groups, read_passwd, rootfs_of
 from podkit.oci.spec import (
     Spec,
     User,
 )
+
+__all__ = [
+    "with_additional_gids",
+    "with_append_additional_groups",
+    "with_uid_gid",
+    "with_user",
+    "with_user_id",
+    "with_username",
+]
 
 _ID_MAX = 2**31 - 1  # runc refuses uids/gids above MaxInt32, containerd follows
 
@@ -52,7 +61,7 @@ def with_user_id(uid: int, *, rootfs: str | os.PathLike[str] | None = None) -> S
     u_ = _int(uid, "uid", 0, _ID_MAX)
 
     def opt(s: Spec) -> None:
-        _, users = _passwd(_rootfs(s, rootfs))
+        _, users = read_passwd(rootfs_of(s, rootfs))
         gid = next((g for _, i, g in users or [] if i == u_), 0)
         u = _user(s)
         u.uid, u.gid, u.additional_gids = u_, gid, None
@@ -66,7 +75,7 @@ def with_username(name: str, *, rootfs: str | os.PathLike[str] | None = None) ->
     n = _str(name, "user name")
 
     def opt(s: Spec) -> None:
-        uid, gid = _lookup_user(_rootfs(s, rootfs), n)
+        uid, gid = lookup_user(rootfs_of(s, rootfs), n)
         u = _user(s)
         u.uid, u.gid, u.additional_gids = uid, gid, None
         _ensure_primary_gid(u)
@@ -93,9 +102,9 @@ def with_user(user: str, *, rootfs: str | os.PathLike[str] | None = None) -> Spe
         return with_uid_gid(uid, gid)
 
     def opt(s: Spec) -> None:
-        root = _rootfs(s, rootfs)
-        u_ = uid if uid is not None else _lookup_user(root, parts[0])[0]
-        g_ = gid if gid is not None else _lookup_group(root, parts[1])
+        root = rootfs_of(s, rootfs)
+        u_ = uid if uid is not None else lookup_user(root, parts[0])[0]
+        g_ = gid if gid is not None else lookup_group(root, parts[1])
         u = _user(s)
         u.uid, u.gid, u.additional_gids = u_, g_, None
         _ensure_primary_gid(u)
@@ -108,14 +117,14 @@ def with_additional_gids(user: str, *, rootfs: str | os.PathLike[str] | None = N
     value = _str(user, "user")
 
     def opt(s: Spec) -> None:
-        root = _rootfs(s, rootfs)
+        root = rootfs_of(s, rootfs)
         u = _user(s)
         u.additional_gids = None
         name: str | None = value
         if value.isdigit():
-            _, users = _passwd(root)
+            _, users = read_passwd(root)
             name = next((n for n, i, _ in users or [] if i == int(value)), None)
-        _, groups = _groups(root)
+        _, groups = read_groups(root)
         if name is not None and groups is not None:
             u.additional_gids = [g for gn, g, members in groups if gn != name and name in members]
         _ensure_primary_gid(u)
@@ -139,8 +148,8 @@ def with_append_additional_groups(
             if g.isdigit():
                 gids.append(int(g))
             else:
-                root = root or _rootfs(s, rootfs)
-                gids.append(_lookup_group(root, g))
+                root = root or rootfs_of(s, rootfs)
+                gids.append(lookup_group(root, g))
         u = _user(s)
         u.additional_gids = [*(u.additional_gids or []), *gids]
         _ensure_primary_gid(u)
