@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit.cli import main
 from podkit.oci.defaults import runc_spec
 from podkit.runtime import Runc
 from podkit.runtime.monitor import is_subreaper, set_subreaper
+from support import require_binary, require_isolated
 
 
 @pytest.fixture(scope="module", autouse=True)

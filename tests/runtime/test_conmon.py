@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated, require_root
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.base import ExecResult
 from podkit.runtime.conmon import (
@@ -47,6 +46,7 @@ from podkit.runtime.supervise import (
     InProcessSupervisor,
     Supervisor,
 )
+from support import require_binary, require_isolated, require_root
 
 from ._bundles import busybox_config
 

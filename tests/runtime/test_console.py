@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from support import require_binary, require_isolated, require_root
 from podkit.errors import InvalidArgumentError
 from podkit.runtime.console import Console, ConsoleSocket, get_winsize
 from podkit.runtime.errors import OCIRuntimeError, RuntimeTimeoutError
 from podkit.runtime.logs import CRILogWriter, read_cri_log
+from support import require_binary, require_isolated, require_root
 
 from ._bundles import busybox_config
 from ._fds import fds_past, open_fds

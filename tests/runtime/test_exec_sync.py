@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit import oci
 from podkit.oci import codec
 from podkit.runtime import Runc, RuntimeTimeoutError
@@ -30,6 +29,7 @@ from podkit.runtime.conmon import Conmon
 from podkit.runtime.errors import NotFoundError
 from podkit.runtime.io import EXEC_SYNC_OUTPUT_MAX
 from podkit.runtime.supervise import ConmonSupervisor, InProcessSupervisor, Supervisor
+from support import require_binary, require_isolated
 
 from ._bundles import busybox_config
 from ._fds import fds_past, open_fds

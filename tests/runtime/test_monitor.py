@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from support import require_binary, require_root
 from podkit.errors import ConflictError, NotFoundError
 from podkit.runtime.errors import RuntimeTimeoutError
 from podkit.runtime.monitor import (
@@ -23,6 +22,7 @@ from podkit.runtime.monitor import (
     set_subreaper,
     wait_gone,
 )
+from support import require_binary, require_root
 
 
 @pytest.fixture

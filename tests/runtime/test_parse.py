@@ -9,7 +9,7 @@ import pytest
 
 from podkit.errors import InvalidArgumentError
 from podkit.runtime import runc as rc
-from podkit.runtime.base import ContainerState, ExitStatus, parse_timestamp, signal_number
+from podkit.runtime.base import ExitStatus, RuntimeState, parse_timestamp, signal_number
 from podkit.runtime.errors import OCIRuntimeError
 
 DATA = Path(__file__).parent / "data"
@@ -80,9 +80,9 @@ def test_state_garbage() -> None:
     with pytest.raises(OCIRuntimeError, match="cannot parse state"):
         rc.parse_state("not json")
     with pytest.raises(InvalidArgumentError, match="pid must be an integer"):
-        ContainerState.from_dict({"id": "a", "status": "running", "pid": "1"})
+        RuntimeState.from_dict({"id": "a", "status": "running", "pid": "1"})
     with pytest.raises(InvalidArgumentError, match="'id'"):
-        ContainerState.from_dict({"status": "running"})
+        RuntimeState.from_dict({"status": "running"})
 
 
 @pytest.mark.parametrize("rt", ["runc", "crun"])

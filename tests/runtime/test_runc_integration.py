@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit import oci
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
@@ -43,6 +42,7 @@ from podkit.runtime import (
     UnsupportedOperationError,
 )
 from podkit.runtime.monitor import is_subreaper, set_subreaper
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ def runtime(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Runc]:
         rt.delete(cid, force=True)
     assert rt.list() == []
     assert not leftovers, f"test left containers behind: {leftovers}"
-    assert rt._tmp is None, "scratch dir for pid files / process specs left behind"
+    assert rt._scratch.path is None, "scratch dir for pid files / process specs left behind"
 
 
 @pytest.fixture

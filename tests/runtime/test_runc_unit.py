@@ -184,7 +184,7 @@ def test_create_timeout_kills_and_force_deletes(fake: Runc, tmp_path: Path) -> N
         time.sleep(0.02)
     calls = argv_lines(fake)
     assert calls[-1].endswith("delete --force pk-rt-slow")
-    assert fake._tmp is None  # the scratch dir for the pid file is gone
+    assert fake._scratch.path is None  # the scratch dir for the pid file is gone
 
 
 def test_runtime_process_gets_default_signals(fake: Runc) -> None:

@@ -9,6 +9,7 @@ from podkit.runtime.base import (
     ExecResult,
     ExitStatus,
     Runtime,
+    RuntimeState,
     Status,
     signal_number,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "Runc",
     "Runtime",
     "RuntimeError",
+    "RuntimeState",
     "RuntimeTimeoutError",
     "RuntimeVersion",
     "Stats",

@@ -2,7 +2,8 @@
 
 ``Runc`` (runc, crun) implements it; ``podkit.runtime.testing.FakeRuntime`` is a stand-in for
 unit tests. The models are normalised: runc and crun print different state/list shapes, both
-become the same ``ContainerState``.
+become the same ``RuntimeState`` (``ContainerState`` is its old name, kept as an alias; the
+CRI enum of the same name is ``podkit.sandbox.ContainerState``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "ExecResult",
     "ExitStatus",
     "Runtime",
+    "RuntimeState",
     "Status",
     "parse_timestamp",
     "signal_number",
@@ -90,7 +92,7 @@ def parse_timestamp(value: object) -> _dt.datetime | None:
 
 
 @attrs.define(slots=True, kw_only=True)
-class ContainerState:
+class RuntimeState:
     """A container as the runtime reports it (``state`` / ``list``), normalised across runtimes.
 
     ``pid`` is 0 once the init process has exited. ``rootfs`` is absolute when the runtime says
@@ -112,7 +114,7 @@ class ContainerState:
               "ociVersion")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str = "runtime state") -> ContainerState:
+    def from_dict(cls, data: Mapping[str, Any], source: str = "runtime state") -> RuntimeState:
         """Build from one runc/crun ``state`` or ``list`` JSON object; unknown keys go to extra."""
         if not isinstance(data, Mapping):
             raise InvalidArgumentError(f"{source}: expected a JSON object, got {data!r}")
@@ -149,6 +151,10 @@ class ContainerState:
         if self.annotations:
             data["annotations"] = dict(self.annotations)
         return oci.State.from_dict(data)
+
+
+ContainerState = RuntimeState
+"""The old name of ``RuntimeState`` (kept; it clashed with the CRI enum of that name)."""
 
 
 @attrs.define(slots=True, kw_only=True)
@@ -216,11 +222,11 @@ class Runtime(Protocol):
         """Run the user process of a created container."""
         ...
 
-    def state(self, id: str) -> ContainerState:
+    def state(self, id: str) -> RuntimeState:
         """The container's current state; ``NotFoundError`` when unknown."""
         ...
 
-    def list(self) -> builtins.list[ContainerState]:
+    def list(self) -> builtins.list[RuntimeState]:
         """Every container in this runtime root."""
         ...
 

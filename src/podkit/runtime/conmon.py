@@ -59,7 +59,7 @@ from podkit import oci
 from podkit._files import atomic_write, validate_id
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
-from podkit.runtime.base import ContainerState, ExecResult, ExitStatus
+from podkit.runtime.base import ExecResult, ExitStatus, RuntimeState
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -112,7 +112,7 @@ class ConmonRuntime(Protocol):
         """``runtime start``."""
         ...
 
-    def state(self, id: str) -> ContainerState:
+    def state(self, id: str) -> RuntimeState:
         """``runtime state``."""
         ...
 

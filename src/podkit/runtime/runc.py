@@ -1,12 +1,15 @@
 """``Runc``: drive runc, crun or any runc-compatible CLI (the Python go-runc, plus reaping).
 
-Every command is started with ``posix_spawn``: an explicit environment, exactly the descriptors
-it needs, default signal dispositions, its own session and process group, and a timeout (the
-whole group is SIGKILLed when it expires). Errors come from the runtime's JSON log
-(``--log <per-call memfd> --log-format json``) and are typed (``runtime.errors``). Container
-stdio is whatever ``IO`` the caller hands in (``NullIO`` by default): podkit never captures a
-container's inherited stdout through a pipe it waits on. Captured command output (``state``,
-``list``, ``ps``...) goes to anonymous memory files, read after the command exits.
+Every command is started by ``runtime.command`` through ``podkit._proc`` (``posix_spawn``): an
+explicit environment, exactly the descriptors it needs, default signal dispositions, its own
+session and process group, and a timeout (the whole group is SIGKILLed when it expires). Errors
+come from the runtime's JSON log (``--log <per-call memfd> --log-format json``) and are typed
+(``runtime.errors``). Container stdio is whatever ``IO`` the caller hands in (``NullIO`` by
+default): podkit never captures a container's inherited stdout through a pipe it waits on.
+Captured command output (``state``, ``list``, ``ps``...) goes to anonymous memory files, read
+after the command exits. The result models and parsers live in ``runtime.results``, the spec
+checks in ``runtime.spec_check``, crun's cgroup workaround in ``runtime.stray_cgroups``; their
+names stay importable from here.
 
 Exit statuses come from the in-process ``Monitor`` (child subreaper): ``create`` subscribes to
 the init PID, ``exec(detach=True)`` to the exec PID, ``wait``/``wait_exec`` block on them.
@@ -17,44 +20,71 @@ from __future__ import annotations
 import builtins
 import contextlib
 import datetime as _dt
-import fcntl
 import json
 import os
-import re
 import select
 import shutil
 import signal as _signal
-import subprocess
 import tempfile
-import threading
 import warnings
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import attrs
-
-from podkit import _files, _linux, oci
+from podkit import _files, oci
+from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
 from podkit.runtime.base import (
     ContainerState,
     ExecResult,
     ExitStatus,
     Runtime,
+    RuntimeState,
     Status,
     signal_number,
 )
 from podkit.runtime.bundle import Bundle
+from podkit.runtime.command import (
+    Command,
+    CommandResult,
+    command_error,
+    logged_error,
+    status_from_rc,
+)
 from podkit.runtime.errors import (
     NotFoundError,
     NotRunningError,
     OCIRuntimeError,
     RuntimeTimeoutError,
     UnsupportedOperationError,
-    parse_runtime_error,
 )
 from podkit.runtime.io import IO, CappedOutput, NullIO
 from podkit.runtime.monitor import Monitor, PidFileProcess, Subscription, default_monitor
+from podkit.runtime.results import (
+    CpuStats,
+    Event,
+    ExecProcess,
+    MemoryEntry,
+    MemoryStats,
+    RuntimeVersion,
+    Stats,
+    StopResult,
+    TopResults,
+    parse_event,
+    parse_list,
+    parse_ps,
+    parse_state,
+    parse_stats,
+    parse_top,
+    parse_version,
+)
+from podkit.runtime.scratch import ScratchDir
+from podkit.runtime.spec_check import KNOWN_APPLIED, UnsupportedFieldWarning, check_spec
+from podkit.runtime.stray_cgroups import (
+    cgroups_path,
+    remove_stray_unified_dir,
+    stray_dirs_possible,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -78,389 +108,14 @@ __all__ = [
     "parse_version",
 ]
 
+# Names this module has always offered beyond ``__all__`` (now defined elsewhere).
+_REEXPORTED = (ContainerState, RuntimeState, parse_event)
+
 DEFAULT_TIMEOUT = 60.0
 """Seconds a runtime command may take before its process group is killed."""
 
 _DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
-# --- result models ---------------------------------------------------------------------------
-
-
-@attrs.define(slots=True, kw_only=True)
-class RuntimeVersion:
-    """``<runtime> --version``: name, version, commit and the runtime-spec version it reports."""
-
-    name: str
-    version: str
-    commit: str = ""
-    spec: str = ""
-
-
-@attrs.define(slots=True, kw_only=True)
-class TopResults:
-    """``ps --format table`` parsed: column headers and one row per process (go-runc Top)."""
-
-    headers: list[str]
-    processes: list[list[str]]
-
-
-@attrs.define(slots=True, kw_only=True)
-class StopResult:
-    """What ``stop`` did: signals sent, whether it escalated to SIGKILL, the exit status."""
-
-    id: str
-    signals: list[int] = attrs.field(factory=list)
-    escalated: bool = False
-    already_stopped: bool = False
-    exit_status: ExitStatus | None = None
-
-
-@attrs.define(slots=True, kw_only=True)
-class ExecProcess:
-    """A detached exec'd process: its host PID and its pending exit status."""
-
-    id: str
-    pid: int
-    subscription: Subscription | None = None
-
-    def wait(self, timeout: float | None = None) -> ExitStatus:
-        """Block until the process exits (needs the in-process monitor)."""
-        if self.subscription is None:
-            raise UnsupportedOperationError(
-                f"exec pid {self.pid} in {self.id} is not supervised by this process"
-            )
-        return self.subscription.wait(timeout)
-
-
-@attrs.define(slots=True, kw_only=True)
-class CpuStats:
-    """``data.cpu``: usage in nanoseconds and CFS throttling counters."""
-
-    total: int = 0
-    percpu: list[int] = attrs.field(factory=list)
-    kernel: int = 0
-    user: int = 0
-    throttling_periods: int = 0
-    throttled_periods: int = 0
-    throttled_time: int = 0
-
-
-@attrs.define(slots=True, kw_only=True)
-class MemoryEntry:
-    """One memory counter group (``usage``, ``swap``, ``kernel``, ``kernelTCP``)."""
-
-    limit: int = 0
-    usage: int = 0
-    max: int = 0
-    failcnt: int = 0
-
-
-@attrs.define(slots=True, kw_only=True)
-class MemoryStats:
-    """``data.memory``: cache, counter groups and the raw ``memory.stat`` map."""
-
-    cache: int = 0
-    usage: MemoryEntry = attrs.field(factory=MemoryEntry)
-    swap: MemoryEntry = attrs.field(factory=MemoryEntry)
-    kernel: MemoryEntry = attrs.field(factory=MemoryEntry)
-    kernel_tcp: MemoryEntry = attrs.field(factory=MemoryEntry)
-    raw: dict[str, int] = attrs.field(factory=dict)
-
-
-@attrs.define(slots=True, kw_only=True)
-class Stats:
-    """``runc events --stats`` ``data``; sections podkit does not model stay in ``raw``."""
-
-    cpu: CpuStats = attrs.field(factory=CpuStats)
-    memory: MemoryStats = attrs.field(factory=MemoryStats)
-    pids_current: int = 0
-    pids_limit: int = 0
-    raw: dict[str, Any] = attrs.field(factory=dict)
-
-
-@attrs.define(slots=True, kw_only=True)
-class Event:
-    """One ``runc events`` record: ``type`` is ``stats``, ``oom``, ``error``..."""
-
-    type: str
-    id: str
-    stats: Stats | None = None
-    raw: dict[str, Any] = attrs.field(factory=dict)
-
-
-class UnsupportedFieldWarning(UserWarning):
-    """The spec uses fields this runtime would silently ignore (``Runc(strict=False)``).
-
-    ``problems`` holds them as ``oci.Problem`` (JSON path + why), as ``check_spec`` returns them.
-    """
-
-    def __init__(self, message: str, problems: Sequence[oci.Problem] = ()) -> None:
-        super().__init__(message)
-        self.problems: list[oci.Problem] = list(problems)
-
-
-# --- pure parsers ----------------------------------------------------------------------------
-
-
-def _json(text: bytes | str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        shown = text[:200] if isinstance(text, str) else text[:200].decode(errors="replace")
-        raise OCIRuntimeError(f"cannot parse {what} output as JSON: {e}: {shown!r}") from e
-
-
-def parse_state(text: bytes | str) -> ContainerState:
-    """Parse ``state <id>`` output (runc or crun shape)."""
-    return ContainerState.from_dict(_json(text, "state"), source="runtime state")
-
-
-def parse_list(text: bytes | str) -> list[ContainerState]:
-    """Parse ``list --format json``: runc prints ``null`` when empty, crun ``[]``."""
-    data = _json(text, "list") if text.strip() else None
-    if data is None:
-        return []
-    if not isinstance(data, list):
-        raise OCIRuntimeError(f"list output is not a JSON array: {str(data)[:200]}")
-    return [ContainerState.from_dict(d, source="runtime list") for d in data]
-
-
-def parse_ps(text: bytes | str) -> list[int]:
-    """Parse ``ps --format json``: an array of host PIDs (``null`` for none)."""
-    data = _json(text, "ps") if text.strip() else None
-    if data is None:
-        return []
-    if not isinstance(data, list) or not all(
-        isinstance(p, int) and not isinstance(p, bool) for p in data
-    ):
-        raise OCIRuntimeError(f"ps output is not an array of PIDs: {str(data)[:200]}")
-    return list(data)
-
-
-def parse_top(text: str) -> TopResults:
-    """Parse ``ps --format table``: header, then rows; the last column keeps its spaces."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return TopResults(headers=[], processes=[])
-    headers = lines[0].split()
-    n = len(headers)
-    pid_col = headers.index("PID") if "PID" in headers else -1
-    rows: list[list[str]] = []
-    for line in lines[1:]:
-        fields = line.split(None, n - 1) if n > 1 else [line.strip()]
-        if pid_col >= 0 and pid_col < len(fields) and fields[pid_col] == "-":
-            continue
-        rows.append(fields)
-    return TopResults(headers=headers, processes=rows)
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
-def _entry(d: Any) -> MemoryEntry:
-    d = d if isinstance(d, dict) else {}
-    return MemoryEntry(limit=_int(d.get("limit")), usage=_int(d.get("usage")),
-                       max=_int(d.get("max")), failcnt=_int(d.get("failcnt")))
-
-
-def parse_stats(data: Mapping[str, Any]) -> Stats:
-    """Build ``Stats`` from the ``data`` object of a ``stats`` event."""
-    cpu = data.get("cpu") or {}
-    usage = cpu.get("usage") or {}
-    thr = cpu.get("throttling") or {}
-    mem = data.get("memory") or {}
-    pids = data.get("pids") or {}
-    return Stats(
-        cpu=CpuStats(
-            total=_int(usage.get("total")),
-            percpu=[_int(x) for x in usage.get("percpu") or []],
-            kernel=_int(usage.get("kernel")),
-            user=_int(usage.get("user")),
-            throttling_periods=_int(thr.get("periods")),
-            throttled_periods=_int(thr.get("throttledPeriods")),
-            throttled_time=_int(thr.get("throttledTime")),
-        ),
-        memory=MemoryStats(
-            cache=_int(mem.get("cache")),
-            usage=_entry(mem.get("usage")),
-            swap=_entry(mem.get("swap")),
-            kernel=_entry(mem.get("kernel")),
-            kernel_tcp=_entry(mem.get("kernelTCP")),
-            raw={str(k): _int(v) for k, v in (mem.get("raw") or {}).items()},
-        ),
-        pids_current=_int(pids.get("current")),
-        pids_limit=_int(pids.get("limit")),
-        raw=dict(data),
-    )
-
-
-def parse_event(line: bytes | str) -> Event:
-    """Parse one ``runc events`` JSON line."""
-    data = _json(line, "events")
-    if not isinstance(data, dict):
-        raise OCIRuntimeError(f"event is not a JSON object: {str(data)[:200]}")
-    stats = None
-    if data.get("type") == "stats" and isinstance(data.get("data"), dict):
-        stats = parse_stats(data["data"])
-    return Event(type=str(data.get("type", "")), id=str(data.get("id", "")), stats=stats, raw=data)
-
-
-def parse_version(text: str) -> RuntimeVersion:
-    """Parse ``--version`` of runc (``runc version X``) or crun (``crun version X``)."""
-    name = version = commit = spec = ""
-    for line in text.splitlines():
-        m = re.match(r"^(\S+) version (\S+)", line)
-        if m and not name:
-            name, version = m.group(1), m.group(2)
-        elif line.startswith("commit:"):
-            commit = line.split(":", 1)[1].strip()
-        elif line.startswith("spec:"):
-            spec = line.split(":", 1)[1].strip()
-    if not name:
-        raise OCIRuntimeError(f"cannot parse runtime version output {text[:200]!r}")
-    return RuntimeVersion(name=name, version=version, commit=commit, spec=spec)
-
-
-# --- spec vs. runtime features ---------------------------------------------------------------
-
-_SEMVER_CORE = re.compile(r"^\d+\.\d+\.\d+")
-
-# JSON paths (list indexes as ``[]``) of fields a runtime applies although the runtime-spec
-# version it reports predates them (checked on this machine: runc-empirical.md §5 for
-# ``domainname``, the rest in tests/runtime/test_runc_integration.py and
-# tests/sandbox/test_seccomp_integration.py): crun 1.8.1 reports 1.0.0, runc 1.1.5 1.0.2-dev.
-_SECCOMP_ERRNO = frozenset({"$.linux.seccomp.defaultErrnoRet",
-                            "$.linux.seccomp.syscalls[].errnoRet"})
-_KNOWN_APPLIED: dict[str, frozenset[str]] = {
-    "crun": frozenset({
-        "$.domainname",
-        "$.process.user.umask",
-        "$.linux.personality",
-        "$.hooks.createRuntime",
-        "$.hooks.createContainer",
-        "$.hooks.startContainer",
-    }) | _SECCOMP_ERRNO,
-    "runc": _SECCOMP_ERRNO,
-}
-_INDEX = re.compile(r"\[\d+\]")
-
-
-def check_spec(
-    spec: oci.Spec,
-    features: oci.Features | None = None,
-    spec_version: str | None = None,
-    *,
-    applied: Collection[str] = (),
-) -> list[oci.Problem]:
-    """Fields of ``spec`` the runtime would silently ignore (``str(problem)``: "path: why").
-
-    ``oci.unsupported_fields`` against the runtime's ``features`` where it has them, else
-    against what its ``--version`` says (``spec_version``: ociVersionMin/Max, nothing else
-    known; no version check when it reports none). ``applied``: JSON paths the runtime is known
-    to honour anyway (``[]`` for any list index). Unknown top-level keys are always reported:
-    runtimes ignore them.
-    """
-    problems = oci.unknown_keys(spec)
-    if features is None and spec_version and _SEMVER_CORE.match(spec_version):
-        features = oci.Features(oci_version_min=spec_version, oci_version_max=spec_version)
-    if features is not None:
-        problems += [p for p in oci.unsupported_fields(spec, features)
-                     if p.path not in applied and _INDEX.sub("[]", p.path) not in applied]
-    return problems
-
-
-# --- subprocess plumbing ---------------------------------------------------------------------
-
-
-@attrs.define(slots=True)
-class _Result:
-    returncode: int
-    stdout: bytes
-    log: str
-
-
-def _memfd(name: str) -> int:
-    return os.memfd_create(name, os.MFD_CLOEXEC)
-
-
-def _read_fd(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while True:
-        b = os.read(fd, 65536)
-        if not b:
-            break
-        chunks.append(b)
-    return b"".join(chunks)
-
-
-_FD_FLOOR = 64  # sources are moved above every target descriptor before the dup2 actions
-_MAX_EXTRA_FILES = _FD_FLOOR - 4
-
-
-def _spawn(argv: Sequence[str], fds: Mapping[int, int], env: Mapping[str, str]) -> int:
-    """``posix_spawn`` ``argv`` in a new session with ``fds`` (target -> source) as its only fds.
-
-    Every other descriptor of this process is close-on-exec (Python's default), so the child
-    gets exactly 0, 1, 2 and the listed extras. Ignored signals (Python ignores SIGPIPE) are
-    reset to their defaults so the container does not inherit them; the mask is emptied.
-    """
-    moved: list[tuple[int, int]] = []
-    try:
-        for target, src in fds.items():
-            moved.append((target, fcntl.fcntl(src, fcntl.F_DUPFD_CLOEXEC, _FD_FLOOR)))
-        actions = [(os.POSIX_SPAWN_DUP2, high, target) for target, high in moved]
-        return os.posix_spawn(
-            argv[0], list(argv), dict(env), file_actions=actions, setsid=True,
-            setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ), setsigmask=(),
-        )
-    finally:
-        for _, high in moved:
-            os.close(high)
-
-
-def _wait_pid(pid: int, timeout: float | None) -> int:
-    """Wait for our child ``pid`` (a pidfd, no polling); Popen-style code (``-sig`` if killed).
-
-    Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds; the child is left running.
-    """
-    if timeout is not None:
-        fd = os.pidfd_open(pid)
-        try:
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            if not poller.poll(max(int(timeout * 1000), 1)):
-                raise subprocess.TimeoutExpired(str(pid), timeout)
-        finally:
-            os.close(fd)
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
-
-
-def _kill_pid_group(pid: int) -> None:
-    """SIGKILL the session/process group led by our child ``pid`` and reap the child."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, _signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, _signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, _signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(5)
+_MAX_EXTRA_FILES = 60  # --preserve-fds descriptors one create may pass on
 
 
 class Runc:
@@ -508,9 +163,7 @@ class Runc:
         self._version: RuntimeVersion | None = None
         self._inits: dict[str, Subscription] = {}
         self._cgroups: dict[str, str] = {}  # id -> linux.cgroupsPath of containers we created
-        self._lock = threading.Lock()
-        self._tmp: str | None = None
-        self._tmp_users = 0
+        self._scratch = ScratchDir("podkit-runc-")
 
     def __repr__(self) -> str:
         return f"Runc(binary={self.binary!r}, root={str(self.root) if self.root else None!r})"
@@ -553,29 +206,6 @@ class Runc:
         log = str(self.log) if self.log is not None else None
         return [self.path, *self._global_args(log), *args]
 
-    @contextlib.contextmanager
-    def _scratch(self) -> Iterator[str]:
-        """A private dir for pid files and process specs, removed when no call uses it.
-
-        On tmpfs (``/dev/shm``) when writable. Reference-counted so concurrent calls share
-        one directory and the last one out removes it: nothing is left behind.
-        """
-        with self._lock:
-            if self._tmp is None:
-                shm = "/dev/shm"  # tmpfs: pid files and process specs never touch a disk
-                base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-                self._tmp = tempfile.mkdtemp(prefix="podkit-runc-", dir=base)
-            self._tmp_users += 1
-            path = self._tmp
-        try:
-            yield path
-        finally:
-            with self._lock:
-                self._tmp_users -= 1
-                if self._tmp_users == 0 and self._tmp is not None:
-                    shutil.rmtree(self._tmp, ignore_errors=True)
-                    self._tmp = None
-
     def _monitor(self) -> Monitor:
         if self.monitor is None:
             self.monitor = default_monitor()
@@ -593,113 +223,29 @@ class Runc:
         extra_fds: Sequence[int] = (),
         check: bool = True,
         on_timeout: Callable[[], None] | None = None,
-    ) -> _Result:
+    ) -> CommandResult:
         """Run one command; raise the typed error on failure (``check``) or timeout.
 
         ``extra_fds`` become the child's descriptors 3, 4, ... (``--preserve-fds``); the
         per-call log memfd comes right after them.
         """
-        log_fd = -1
-        offset = 0
-        out_fd = in_fd = err_fd = -1
-        if self.log is not None:
-            log_arg = str(self.log)
-            with contextlib.suppress(FileNotFoundError):
-                offset = self.log.stat().st_size
-        else:
-            log_fd = _memfd("runtime-log")
-            log_arg = f"/proc/self/fd/{log_fd}"
-        argv = [self.path, *self._global_args(log_arg), *args]
-        devnull = -1
+        call = Command(
+            lambda log: [self.path, *self._global_args(log), *args], name=self.name,
+            env=self.env, log=self.log, timeout=self.timeout if timeout is None else timeout,
+        )
         try:
-            if io is not None:
-                child_in, child_out, child_err = io.child_fds()
-            else:
-                child_in = child_out = child_err = None
-            if stdin is not None:
-                in_fd = _memfd("runtime-stdin")
-                os.write(in_fd, stdin)
-                os.lseek(in_fd, 0, os.SEEK_SET)
-                child_in = in_fd
-            if capture:
-                out_fd = _memfd("runtime-stdout")
-                child_out = out_fd
-            if child_err is None:
-                err_fd = _memfd("runtime-stderr")
-                child_err = err_fd
-            if child_in is None or child_out is None:
-                devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-            fds = {0: devnull if child_in is None else child_in,
-                   1: devnull if child_out is None else child_out,
-                   2: child_err}
-            for i, fd in enumerate(extra_fds):
-                fds[3 + i] = fd
-            if log_fd >= 0:
-                log_target = 3 + len(extra_fds)
-                fds[log_target] = log_fd
-                argv = [self.path, *self._global_args(f"/proc/self/fd/{log_target}"), *args]
-            try:
-                pid = _spawn(argv, fds, self.env)
-            except FileNotFoundError as e:
-                self._path = None
-                raise NotFoundError(
-                    f"OCI runtime binary {self.binary!r} not found", argv
-                ) from e
-            finally:
-                if io is not None:
-                    io.close_after_start()
-            limit = self.timeout if timeout is None else timeout
-            try:
-                rc = _wait_pid(pid, limit if limit > 0 else None)
-            except subprocess.TimeoutExpired:
-                if on_timeout is not None:
-                    on_timeout()
-                _kill_pid_group(pid)
-                raise RuntimeTimeoutError(
-                    f"{self.name} did not finish within {limit} s; its process group was killed",
-                    argv,
-                ) from None
-            except BaseException:
-                _kill_pid_group(pid)
-                raise
-            out = _read_fd(out_fd) if out_fd >= 0 else b""
-            if log_fd >= 0:
-                log_text = _read_fd(log_fd).decode(errors="replace")
-            else:
-                log_text = self._read_log_from(offset)
-            if not log_text.strip() and err_fd >= 0:
-                log_text = _read_fd(err_fd).decode(errors="replace")
-            if check and rc != 0:
-                raise self._error(rc, argv, log_text)
-            return _Result(rc, out, log_text)
-        finally:
-            for fd in (log_fd, out_fd, in_fd, err_fd, devnull):
-                if fd >= 0:
-                    os.close(fd)
-
-    def _read_log_from(self, offset: int) -> str:
-        assert self.log is not None
-        try:
-            with open(self.log, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+            res = call.run(io=io, stdin=stdin, capture=capture, extra_fds=extra_fds,
+                           on_timeout=on_timeout)
+        except FileNotFoundError as e:
+            self._path = None
+            raise NotFoundError(f"OCI runtime binary {self.binary!r} not found",
+                                call.argv) from e
+        if check and res.returncode != 0:
+            raise self._error(res.returncode, call.argv, res.log)
+        return res
 
     def _error(self, rc: int, argv: Sequence[str], log_text: str) -> OCIRuntimeError:
-        if rc < 0:
-            try:
-                signame = _signal.Signals(-rc).name
-            except ValueError:
-                signame = f"signal {-rc}"
-            text = log_text or f"{self.name} was killed by {signame}"
-            err = parse_runtime_error(text, argv, self.name)
-            if not log_text:
-                return OCIRuntimeError(err.message, argv, "")
-            return err
-        if not log_text.strip():
-            return OCIRuntimeError(f"{self.name} exited with status {rc}", argv, "")
-        return parse_runtime_error(log_text, argv, self.name)
+        return command_error(self.name, rc, argv, log_text)
 
     # -- queries -------------------------------------------------------------------------------
     def version(self) -> RuntimeVersion:
@@ -734,18 +280,18 @@ class Runc:
         ``personality`` and the createRuntime/createContainer/startContainer hooks; both honour
         seccomp ``defaultErrnoRet``/``errnoRet`` (spec 1.1.0; runc 1.1.5 reports 1.0.2-dev).
         """
-        applied = _KNOWN_APPLIED.get(self.version().name, frozenset())
+        applied = KNOWN_APPLIED.get(self.version().name, frozenset())
         try:
             return check_spec(spec, self.features(), applied=applied)
         except UnsupportedOperationError:
             return check_spec(spec, None, self.version().spec, applied=applied)
 
-    def state(self, id: str) -> ContainerState:
+    def state(self, id: str) -> RuntimeState:
         """The container's state, normalised across runc and crun."""
         _files.validate_id(id, "container ID")
         return parse_state(self._run(["state", id]).stdout)
 
-    def list(self) -> builtins.list[ContainerState]:
+    def list(self) -> builtins.list[RuntimeState]:
         """Every container under ``root`` (``[]`` when none; runc prints ``null``)."""
         return parse_list(self._run(["list", "--format", "json"]).stdout)
 
@@ -795,34 +341,12 @@ class Runc:
         garbage-collected. ``UnsupportedOperationError`` on runtimes without ``events``.
         """
         _files.validate_id(id, "container ID")
-        log_fd = _memfd("runtime-log")
-        err_fd = _memfd("runtime-stderr")
-        argv = [self.path, *self._global_args(f"/proc/self/fd/{log_fd}"), "events",
-                f"--interval={max(interval, 0.001):g}s", id]
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=err_fd, env=self.env, pass_fds=(log_fd,),
-                                    start_new_session=True)
-        except BaseException:
-            os.close(log_fd)
-            os.close(err_fd)
-            raise
-        assert proc.stdout is not None
-        try:
-            for line in proc.stdout:
-                if line.strip():
-                    yield parse_event(line)
-            rc = proc.wait(self.timeout)
-            if rc != 0:
-                text = _read_fd(log_fd).decode(errors="replace")
-                if not text.strip():
-                    text = _read_fd(err_fd).decode(errors="replace")
-                raise self._error(rc, argv, text)
-        finally:
-            _kill_group(proc)
-            proc.stdout.close()
-            os.close(log_fd)
-            os.close(err_fd)
+        call = Command(
+            lambda log: [self.path, *self._global_args(log), "events",
+                         f"--interval={max(interval, 0.001):g}s", id],
+            name=self.name, env=self.env, log=None, timeout=self.timeout,
+        )
+        yield from call.stream(parse_event)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _bundle(self, bundle: Bundle | str | os.PathLike[str]) -> Bundle:
@@ -908,13 +432,11 @@ class Runc:
     ) -> int:
         monitor = self._monitor()
         if len(extra_files) > _MAX_EXTRA_FILES:
-            from podkit.errors import InvalidArgumentError
-
             raise InvalidArgumentError(
                 f"create {id}: {len(extra_files)} extra files, at most {_MAX_EXTRA_FILES}"
             )
         io = io if io is not None else NullIO()
-        with self._scratch() as scratch:
+        with self._scratch.use() as scratch:
             pid_path = (
                 os.path.join(scratch, f"{id}.pid")
                 if pid_file is None
@@ -927,10 +449,10 @@ class Runc:
                 pid = int(Path(pid_path).read_text().strip())
             except RuntimeTimeoutError:
                 self._force_delete_quiet(id)
-                _remove_stray_unified_dir(_cgroups_path(b))
+                remove_stray_unified_dir(cgroups_path(b))
                 raise
             except BaseException:
-                _remove_stray_unified_dir(_cgroups_path(b))
+                remove_stray_unified_dir(cgroups_path(b))
                 raise
             finally:
                 io.close_after_start()
@@ -938,9 +460,9 @@ class Runc:
             self._inits[id] = monitor.subscribe(pid)
         except NotFoundError:
             self._inits.pop(id, None)
-        cgroups_path = _cgroups_path(b)
-        if cgroups_path:
-            self._cgroups[id] = cgroups_path
+        cgroups = cgroups_path(b)
+        if cgroups:
+            self._cgroups[id] = cgroups
         return pid
 
     def _force_delete_quiet(self, id: str) -> None:
@@ -984,11 +506,11 @@ class Runc:
                 self.start(id, timeout=timeout)
             except BaseException:
                 self._force_delete_quiet(id)
-                _remove_stray_unified_dir(self._cgroups.pop(id, None))
+                remove_stray_unified_dir(self._cgroups.pop(id, None))
                 raise
             return pid
         self._monitor()
-        with self._scratch() as scratch:
+        with self._scratch.use() as scratch:
             pid_path = os.path.abspath(pid_file) if pid_file else os.path.join(scratch, f"{id}.pid")
             args = self._create_args("run", id, b, pid_path, console_socket, no_pivot,
                                      no_new_keyring, 0, [])
@@ -999,8 +521,8 @@ class Runc:
                 self._force_delete_quiet(id)
                 raise
             finally:
-                _remove_stray_unified_dir(_cgroups_path(b))
-        if res.returncode != 0 and _last_error(res.log):
+                remove_stray_unified_dir(cgroups_path(b))
+        if res.returncode != 0 and logged_error(res.log):
             self._force_delete_quiet(id)
             raise self._error(res.returncode, self.command(*args), res.log)
         return res.returncode
@@ -1016,7 +538,7 @@ class Runc:
     def delete(self, id: str, force: bool = False) -> None:
         """Delete a container; ``force`` kills it first and ignores a missing one."""
         _files.validate_id(id, "container ID")
-        if id not in self._cgroups and _stray_dirs_possible():
+        if id not in self._cgroups and stray_dirs_possible():
             self._remember_cgroups_path(id)  # a `state` call: only when there may be work
         try:
             self._run(["delete", "--force", id] if force else ["delete", id], capture=False)
@@ -1024,12 +546,12 @@ class Runc:
             if not force:
                 raise
         self._drop_init_if_done(id)
-        _remove_stray_unified_dir(self._cgroups.pop(id, None))
+        remove_stray_unified_dir(self._cgroups.pop(id, None))
 
     def _remember_cgroups_path(self, id: str) -> None:
         """For a container another process created: its cgroupsPath from the bundle."""
         with contextlib.suppress(OCIRuntimeError, OSError, oci.SpecError, ValueError):
-            path = _cgroups_path(Bundle.load(self.state(id).bundle))
+            path = cgroups_path(Bundle.load(self.state(id).bundle))
             if path:
                 self._cgroups[id] = path
 
@@ -1128,13 +650,11 @@ class Runc:
         if tty is not None:
             proc.terminal = tty
         if proc.terminal and console_socket is None and detach:
-            from podkit.errors import InvalidArgumentError
-
             raise InvalidArgumentError(
                 "exec with a terminal needs console_socket when detached"
             )
         monitor = self._monitor()
-        with self._scratch() as tmp:
+        with self._scratch.use() as tmp:
             fd, spec_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-exec-", suffix=".json")
             own_pid = pid_file is None
             pid_path = spec_path[:-5] + ".pid" if pid_file is None else os.path.abspath(pid_file)
@@ -1159,9 +679,9 @@ class Runc:
                 res = self._run(args, io=io if io is not None else NullIO(), capture=False,
                                 timeout=timeout if timeout is not None else 0, check=False,
                                 on_timeout=lambda: self._kill_pid_file(pid_path))
-                if res.returncode != 0 and _last_error(res.log):
+                if res.returncode != 0 and logged_error(res.log):
                     raise self._error(res.returncode, self.command(*args), res.log)
-                return _status_from_rc(res.returncode)
+                return status_from_rc(res.returncode)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(spec_path)
@@ -1213,11 +733,9 @@ class Runc:
         """
         _files.validate_id(id, "container ID")
         if not args:
-            from podkit.errors import InvalidArgumentError
-
             raise InvalidArgumentError(f"exec_sync into {id}: empty command")
         self._monitor()
-        with self._scratch() as tmp:
+        with self._scratch.use() as tmp:
             fd, pid_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-sync-", suffix=".pid")
             os.close(fd)
             os.unlink(pid_path)
@@ -1240,7 +758,7 @@ class Runc:
                         victim.wait_gone()
                         raise
                     stdout, stderr = output.finish()
-                if res.returncode != 0 and _last_error(res.log):
+                if res.returncode != 0 and logged_error(res.log):
                     raise self._error(res.returncode, self.command(*argv), res.log)
                 rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
                 return ExecResult(exit_code=rc, stdout=stdout, stderr=stderr)
@@ -1322,80 +840,6 @@ class Runc:
             pass
         result.exit_status = self.wait(id, max(timeout, 10.0))
         return result
-
-
-def _cgroups_path(b: Bundle) -> str | None:
-    return b.spec.linux.cgroups_path if b.spec.linux is not None else None
-
-
-_UNIFIED = "/sys/fs/cgroup/unified"
-_TMPFS_MAGIC = 0x01021994
-
-
-def _remove_stray_unified_dir(cgroups_path: str | None) -> None:
-    """Remove ``/sys/fs/cgroup/unified/<path>`` when it is a plain tmpfs dir, not a cgroup.
-
-    crun 1.8.1 on a hybrid host whose cgroup2 mount was hidden (as ``scripts/isolated`` does)
-    creates that directory with a ``cgroup.procs`` *file* on the cgroup tmpfs and never removes
-    it. Only such a directory (on tmpfs, nothing but ``cgroup.procs``) is touched.
-    """
-    if not cgroups_path or ":" in cgroups_path:
-        return
-    rel = cgroups_path.strip("/")
-    if not rel or ".." in rel.split("/"):
-        return
-    path = os.path.join(_UNIFIED, rel)
-    if not os.path.isdir(path):
-        return
-    try:
-        if _fs_type(path) != _TMPFS_MAGIC or set(os.listdir(path)) - {"cgroup.procs"}:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(path, "cgroup.procs"))
-        os.rmdir(path)
-    except OSError:
-        return
-
-
-def _stray_dirs_possible() -> bool:
-    """Whether ``_UNIFIED`` may hold a stray directory: a tmpfs (not cgroup2) with entries.
-
-    Lets ``delete`` skip the ``state`` call that finds a foreign container's cgroupsPath
-    when there is nothing ``_remove_stray_unified_dir`` could remove.
-    """
-    try:
-        if _fs_type(_UNIFIED) != _TMPFS_MAGIC:
-            return False
-        with os.scandir(_UNIFIED) as entries:
-            return any(True for _ in entries)
-    except OSError:
-        return False
-
-
-def _fs_type(path: str) -> int:
-    return _linux.fs_type(path)
-
-
-def _last_error(log_text: str) -> bool:
-    """True when the runtime logged an error record (so a non-zero rc is its own failure)."""
-    for line in log_text.splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        with contextlib.suppress(ValueError):
-            rec = json.loads(line)
-            if isinstance(rec, dict) and rec.get("level") == "error":
-                return True
-    return False
-
-
-def _status_from_rc(rc: int) -> ExitStatus:
-    now = _dt.datetime.now(_dt.UTC)
-    if rc < 0:
-        return ExitStatus(exit_code=128 - rc, signal=-rc, exited_at=now)
-    if rc > 128:
-        return ExitStatus(exit_code=rc, signal=rc - 128, exited_at=now)
-    return ExitStatus(exit_code=rc, exited_at=now)
 
 
 if TYPE_CHECKING:  # mypy --strict checks that Runc implements the Runtime protocol

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 from podkit import _files, oci
 from podkit.runtime.base import (
-    ContainerState,
     ExecResult,
     ExitStatus,
     Runtime,
+    RuntimeState,
     Status,
     signal_number,
 )
@@ -42,7 +42,7 @@ from podkit.runtime.errors import (
     NotRunningError,
     RuntimeTimeoutError,
 )
-from podkit.runtime.runc import StopResult
+from podkit.runtime.results import StopResult
 
 __all__ = ["FakeRuntime"]
 
@@ -51,7 +51,7 @@ ExecHandler = Callable[[str, Sequence[str]], ExecResult]
 
 class _Container:
     def __init__(self, id: str, bundle: str, pid: int, annotations: dict[str, str]) -> None:
-        self.state = ContainerState(
+        self.state = RuntimeState(
             id=id, pid=pid, status=Status.CREATED, bundle=bundle, rootfs="",
             created=_dt.datetime.now(_dt.UTC), annotations=annotations, owner="root",
             oci_version=oci.VERSION,
@@ -130,17 +130,17 @@ class FakeRuntime:
         self._require(c, Status.CREATED, what="start")
         c.state.status = Status.RUNNING
 
-    def state(self, id: str) -> ContainerState:
+    def state(self, id: str) -> RuntimeState:
         """A copy of the container's state."""
         self.calls.append(("state", id))
         c = self._get(id)
         s = c.state
-        return ContainerState(id=s.id, pid=s.pid, status=s.status, bundle=s.bundle,
+        return RuntimeState(id=s.id, pid=s.pid, status=s.status, bundle=s.bundle,
                               rootfs=s.rootfs, created=s.created,
                               annotations=dict(s.annotations), owner=s.owner,
                               oci_version=s.oci_version)
 
-    def list(self) -> builtins.list[ContainerState]:
+    def list(self) -> builtins.list[RuntimeState]:
         """Every container, in creation order."""
         self.calls.append(("list",))
         return [self.state(i) for i in builtins.list(self.containers)]
