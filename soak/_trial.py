@@ -6,8 +6,9 @@ over the same dirs: ``recover()`` then ``remove_all()``).
 
 Kill points sit at seams: the runtime (``Runc``) and the supervisor, conmon's launcher, the CNI
 ``Exec`` (one point per plugin command), ``os.replace`` of podkit's atomic writes (the temp
-file exists, the rename did not happen), and the manager's own steps that have no seam
-(``_do_netns``, ``_do_files``... wrapped on the instance in this process). ``timed`` kills at
+file exists, the rename did not happen), the manager's step table (``step.netns.do``,
+``step.files.undo``...), its record store's drops, and its own forget methods (wrapped on the
+instance in this process). ``timed`` kills at
 a delay instead. Every point passed is appended to ``events`` as ``name#n phase``.
 """
 
@@ -25,6 +26,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from podkit import cni
 from podkit.container import (
@@ -49,9 +52,7 @@ from podkit.sandbox import (
 RUNTIME_METHODS = ("create", "start", "kill", "delete", "wait")
 SUPERVISOR_METHODS = ("start", "wait", "stop", "delete")
 CONMON_METHODS = ("create", "start", "delete", "kill", "wait", "_spawn")
-MANAGER_STEPS = ("_do_netns", "_do_network", "_do_files", "_write_pause_bundle", "_do_pause",
-                 "_undo_netns", "_undo_network", "_undo_files", "_undo_pause",
-                 "_undo_namespaces", "_forget_container", "_forget_sandbox", "_drop_record")
+MANAGER_METHODS = ("_forget_container", "_forget_sandbox")
 
 
 class Points:
@@ -79,12 +80,8 @@ class Points:
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
-def wrap(obj: object, method: str, name: str, points: Points) -> None:
-    """Replace ``obj.method`` (on the instance) by one that passes ``name`` before and after."""
-    real = getattr(obj, method, None)
-    if real is None:
-        return
-
+def wrapped(real: Callable[..., Any], name: str, points: Points) -> Callable[..., Any]:
+    """``real``, passing ``name`` before and after each call."""
     @functools.wraps(real)
     def call(*args: Any, **kwargs: Any) -> Any:
         points.passed(name, "before")
@@ -93,7 +90,14 @@ def wrap(obj: object, method: str, name: str, points: Points) -> None:
         finally:
             points.passed(name, "after")
 
-    setattr(obj, method, call)
+    return call
+
+
+def wrap(obj: object, method: str, name: str, points: Points) -> None:
+    """Replace ``obj.method`` (on the instance) by one that passes ``name`` before and after."""
+    real = getattr(obj, method, None)
+    if real is not None:
+        setattr(obj, method, wrapped(real, name, points))
 
 
 def wrap_replace(base: str, points: Points) -> None:
@@ -159,7 +163,12 @@ def manager(p: Mapping[str, Any], points: Points) -> SandboxManager:
                          networks(base / "state", KillingExec(points)),
                          pause=PauseConfig(rootfs=p["rootfs"]), supervisor=supervisor,
                          netns_prefix=p["netns_prefix"])
-    for m in MANAGER_STEPS:
+    for name, step in list(mgr.steps.items()):  # the run_sandbox steps, by their table
+        mgr.steps[name] = attrs.evolve(step, do=wrapped(step.do, f"step.{name}.do", points),
+                                       undo=wrapped(step.undo, f"step.{name}.undo", points))
+    wrap(mgr.sandbox_steps, "write_pause_bundle", "step.pause-bundle", points)
+    wrap(mgr.records, "drop", "records.drop", points)
+    for m in MANAGER_METHODS:
         wrap(mgr, m, f"manager.{m}", points)
     return mgr
 

@@ -48,8 +48,8 @@ CI_POINTS = {
     "create_container": ("write:state/containers/ID#1 before",),
     "start_container": ("conmon._spawn#1 after", "supervisor.start#1 after"),
     "stop_container": ("supervisor.wait#1 after",),
-    "stop_sandbox": ("cni:DEL:bridge#1 after", "manager._undo_netns#1 before"),
-    "remove_sandbox": ("supervisor.delete#1 after", "manager._undo_files#1 before"),
+    "stop_sandbox": ("cni:DEL:bridge#1 after", "step.netns.undo#1 before"),
+    "remove_sandbox": ("supervisor.delete#1 after", "step.files.undo#1 before"),
 }
 
 

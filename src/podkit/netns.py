@@ -464,20 +464,29 @@ def enter(path: StrPath) -> Iterator[NetNS]:
 
 
 def mount_shm(path: StrPath, size: int) -> None:
-    """Mount a pod's /dev/shm: a ``nosuid,nodev,noexec`` tmpfs of ``size`` bytes, mode 1777."""
-    _linux.mount("shm", path, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
-                 f"mode=1777,size={size}")
+    """Mount a pod's /dev/shm: a ``nosuid,nodev,noexec`` tmpfs of ``size`` bytes, mode 1777.
+
+    A failure is a :class:`NetNSError` naming the path."""
+    p = os.fspath(path)
+    try:
+        _linux.mount("shm", p, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV | _linux.MS_NOEXEC,
+                     f"mode=1777,size={size}")
+    except OSError as exc:
+        raise NetNSError(f"mount tmpfs on {p}: {os.strerror(exc.errno or 0)}", p) from None
 
 
 def unmount_all(path: StrPath) -> None:
-    """Detach every mount stacked on ``path``; a path that is no mount point is fine."""
+    """Detach every mount stacked on ``path``; a path that is no mount point is fine.
+
+    A failure is a :class:`NetNSError` naming the path."""
+    p = os.fspath(path)
     for _ in range(16):
         try:
-            _linux.umount(path, _MNT_DETACH)
+            _linux.umount(p, _MNT_DETACH)
         except OSError as exc:
             if exc.errno in (errno.EINVAL, errno.ENOENT):
                 return
-            raise
+            raise NetNSError(f"umount {p}: {os.strerror(exc.errno or 0)}", p) from None
 
 
 def pin_namespaces(ns_dir: StrPath, kinds: Sequence[str], *, hostname: str = "",
@@ -486,7 +495,8 @@ def pin_namespaces(ns_dir: StrPath, kinds: Sequence[str], *, hostname: str = "",
 
     A thread of its own unshares them (namespaces are per thread), sets the hostname, joins
     ``netns_path`` to write the sysctls there, and bind-mounts its namespace files; it then
-    ends. A sysctl that cannot be written is an ``InvalidArgumentError`` naming it.
+    ends. A sysctl that cannot be written is an ``InvalidArgumentError`` naming it; any other
+    failure a :class:`NetNSError`.
     """
     pins = os.fspath(ns_dir)
 
@@ -516,5 +526,9 @@ def pin_namespaces(ns_dir: StrPath, kinds: Sequence[str], *, hostname: str = "",
             open(pin, "a").close()
             _linux.mount(f"/proc/self/task/{tid}/ns/{kind}", pin, None, _MS_BIND)
 
-    os.makedirs(pins, exist_ok=True)
-    _in_thread(work, "pin-namespaces")
+    try:
+        os.makedirs(pins, exist_ok=True)
+        _in_thread(work, "pin-namespaces")
+    except OSError as exc:
+        raise NetNSError(f"pin the {'/'.join(kinds)} namespaces under {pins}: {exc}", pins) \
+            from None

@@ -8,6 +8,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -25,6 +26,7 @@ from podkit.pods.config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
+from podkit.pods.steps import Step
 from podkit.runtime import Runc
 from podkit.sandbox import PauseConfig, SandboxManager, default_networks
 
@@ -57,6 +59,19 @@ def ctr_config(rootfs: Path, name: str, command: Sequence[str], *,
         linux=linux,  # type: ignore[arg-type]
         **kw,  # type: ignore[arg-type]
     )
+
+
+def do_then_fail(step: Step, exc: BaseException,
+                 seen: dict[str, object] | None = None) -> Step:
+    """``step`` doing its work, then raising ``exc`` (the sandbox kept in ``seen``): put it in
+    a manager's ``steps`` table to inject a failure after a step."""
+    def do(sb: Any) -> None:
+        step.do(sb)
+        if seen is not None:
+            seen["sandbox"] = sb
+        raise exc
+
+    return attrs.evolve(step, do=do)
 
 
 def make_manager(base: Path, rootfs: Path, *, networks: bool = True, infraless: bool = False,

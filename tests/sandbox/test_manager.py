@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from podkit.cgroups import cgroup_dir
@@ -38,6 +39,7 @@ from podkit.pods.config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
+from podkit.pods import processes
 from podkit.pods.network import quantity
 from podkit.runtime import ExecResult, ExitStatus
 from podkit.runtime.errors import OCIRuntimeError
@@ -50,6 +52,8 @@ from podkit.sandbox import (
     SandboxManager,
     SandboxState,
 )
+
+from ._pods import do_then_fail
 
 
 class FakeSupervisor:
@@ -189,13 +193,7 @@ def test_stop_container_escalates_and_uses_the_stop_signal(parts: Any, rootfs: P
 def test_failure_undoes_every_step(parts: Any, tmp_path: Path, step: str,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     m, rt, _sup = parts
-    original = getattr(SandboxManager, f"_do_{step}")
-
-    def fail(self: SandboxManager, sb: Any) -> None:
-        original(self, sb)
-        raise PodkitError("injected")
-
-    monkeypatch.setattr(SandboxManager, f"_do_{step}", fail)
+    monkeypatch.setitem(m.steps, step, do_then_fail(m.steps[step], PodkitError("injected")))
     with pytest.raises(PodkitError, match="injected"):
         m.run_sandbox(host_pod())
     assert on_disk(tmp_path) == [] and rt.containers == {}
@@ -223,14 +221,14 @@ def test_undo_failure_keeps_the_record_for_recover(
 ) -> None:
     m, rt, sup = parts
 
-    def fail_pause(self: SandboxManager, sb: Any) -> None:
+    def fail_pause(sb: Any) -> None:
         raise PodkitError("pause failed")
 
-    def fail_undo(self: SandboxManager, sb: Any) -> None:
+    def fail_undo(sb: Any) -> None:
         raise PodkitError("cannot clean files")
 
-    monkeypatch.setattr(SandboxManager, "_do_pause", fail_pause)
-    monkeypatch.setattr(SandboxManager, "_undo_files", fail_undo)
+    monkeypatch.setitem(m.steps, "pause", attrs.evolve(m.steps["pause"], do=fail_pause))
+    monkeypatch.setitem(m.steps, "files", attrs.evolve(m.steps["files"], undo=fail_undo))
     with pytest.raises(PodkitError, match="pause failed") as info:
         m.run_sandbox(host_pod())
     assert any("cannot clean files" in n for n in info.value.__notes__)
@@ -457,7 +455,7 @@ def test_exit_file_written_as_conmon_quits_keeps_the_code(tmp_path: Path) -> Non
     m = SandboxManager(tmp_path / "root", tmp_path / "state", FakeRuntime(), None,
                        supervisor=ConmonSupervisor(racy))  # type: ignore[arg-type]
     try:
-        status = m._exit_status("gone")
+        status = processes.exit_status(m.supervisor, m.runtime, "gone")
     finally:
         m.close()
     assert status is not None and status.exit_code == 3 and racy.reads == 2
@@ -555,18 +553,18 @@ def test_undo_that_cannot_complete_leaves_a_listed_removable_pod(
     m, rt, _ = parts
     other = m.run_sandbox(host_pod("pk-pod-other"))
 
-    def fail_pause(self: SandboxManager, sb: Any) -> None:
+    def fail_pause(sb: Any) -> None:
         raise PodkitError("pause failed")
 
-    undo_files = SandboxManager._undo_files
+    undo_files = m.steps["files"].undo
 
-    def fail_undo(self: SandboxManager, sb: Any) -> None:
+    def fail_undo(sb: Any) -> None:
         if sb.config.metadata.name != "pk-pod-a":
-            return undo_files(self, sb)
+            return undo_files(sb)
         raise ValueError("embedded null byte")
 
-    monkeypatch.setattr(SandboxManager, "_do_pause", fail_pause)
-    monkeypatch.setattr(SandboxManager, "_undo_files", fail_undo)
+    monkeypatch.setitem(m.steps, "pause", attrs.evolve(m.steps["pause"], do=fail_pause))
+    monkeypatch.setitem(m.steps, "files", attrs.evolve(m.steps["files"], undo=fail_undo))
     with pytest.raises(PodkitError, match="pause failed"):
         m.run_sandbox(host_pod())
     [bad] = [s for s in m.list_sandboxes() if s.id != other.id]

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import attrs
 import pytest
 
 from support import REPO
@@ -26,6 +27,7 @@ from podkit.sandbox import (
 
 from ._pods import (
     ctr_config,
+    do_then_fail,
     leaked,
     leftovers,
     make_manager,
@@ -52,19 +54,13 @@ def test_fault_at_every_run_sandbox_step_is_undone(
     m = make_manager(base, rootfs, infraless=infraless)
     seen: dict[str, object] = {}
     if step == "record":
-        def fail_save(self: SandboxManager, obj: object) -> None:
+        def fail_save(obj: object) -> None:
             raise Injected("disk full")
 
-        monkeypatch.setattr(SandboxManager, "_save", fail_save)
+        monkeypatch.setattr(m.records, "save", fail_save)
     else:
-        original = getattr(SandboxManager, f"_do_{step}")
-
-        def do_then_fail(self: SandboxManager, sb: object) -> None:
-            original(self, sb)
-            seen["sandbox"] = sb
-            raise Injected(f"after {step}")
-
-        monkeypatch.setattr(SandboxManager, f"_do_{step}", do_then_fail)
+        monkeypatch.setitem(m.steps, step,
+                            do_then_fail(m.steps[step], Injected(f"after {step}"), seen))
     cfg = pod_config()
     try:
         with pytest.raises(Injected):
@@ -110,18 +106,8 @@ def test_network_and_files_failing_together_are_undone(
     before = snapshot()
     base = tmp_path / "m"
     m = make_manager(base, rootfs)
-    do_network, do_files = SandboxManager._do_network, SandboxManager._do_files
-
-    def network_then_fail(self: SandboxManager, sb: Sandbox) -> None:
-        do_network(self, sb)
-        raise Injected("network")
-
-    def files_then_fail(self: SandboxManager, sb: Sandbox) -> None:
-        do_files(self, sb)
-        raise Injected("files")
-
-    monkeypatch.setattr(SandboxManager, "_do_network", network_then_fail)
-    monkeypatch.setattr(SandboxManager, "_do_files", files_then_fail)
+    monkeypatch.setitem(m.steps, "network", do_then_fail(m.steps["network"], Injected("network")))
+    monkeypatch.setitem(m.steps, "files", do_then_fail(m.steps["files"], Injected("files")))
     try:
         with pytest.raises(Injected, match="files") as info:
             m.run_sandbox(pod_config())
@@ -150,10 +136,10 @@ def test_remove_failing_while_cni_del_runs_still_stops_the_pod(
         cid = m.create_container(sb.id, ctr_config(rootfs, "app", ["sleep", "600"]))
         m.start_container(cid)
 
-        def fail(self: SandboxManager, sb: Sandbox) -> None:
+        def fail(sb: Sandbox) -> None:
             raise Injected("pause delete")
 
-        monkeypatch.setattr(SandboxManager, "_undo_pause", fail)
+        monkeypatch.setitem(m.steps, "pause", attrs.evolve(m.steps["pause"], undo=fail))
         with pytest.raises(Injected, match="pause delete"):
             m.remove_sandbox(sb.id)
         monkeypatch.undo()
@@ -173,6 +159,7 @@ def test_remove_failing_while_cni_del_runs_still_stops_the_pod(
 
 _CHILD = """
 import signal, sys, time
+import attrs
 sys.path[:0] = [{tests!r}]
 from pathlib import Path
 from sandbox._pods import make_manager, pod_config, ctr_config
@@ -181,12 +168,12 @@ from podkit.sandbox import SandboxManager
 base, rootfs, mode = Path({base!r}), Path({rootfs!r}), {mode!r}
 m = make_manager(base, rootfs)
 if mode == "mid":
-    original = SandboxManager._do_pause
-    def hang(self, sb):
-        original(self, sb)            # netns, CNI, files and the pause exist; not recorded READY
+    original = m.steps["pause"]
+    def hang(sb):
+        original.do(sb)               # netns, CNI, files and the pause exist; not recorded READY
         print("HANG", flush=True)
         time.sleep(600)
-    SandboxManager._do_pause = hang
+    m.steps["pause"] = attrs.evolve(original, do=hang)
 sb = m.run_sandbox(pod_config())
 cid = m.create_container(sb.id, ctr_config(rootfs, "app", ["sleep", "600"]))
 m.start_container(cid)

@@ -262,18 +262,18 @@ _CHILD = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from pathlib import Path
-from podkit.pods import manager
+import podkit.image
 from podkit.image import ImageStore
 from sandbox.test_manager_images import APP, _cfg, _manager as make
 from sandbox._pods import pod_config
 m = make(Path({base!r}), ImageStore({store!r}))
 sb = m.run_sandbox(pod_config())
-original = manager._image.create_rootfs
+original = podkit.image.create_rootfs
 def hang(*a, **kw):
     r = original(*a, **kw)
     print("ROOTFS", flush=True)
     time.sleep(600)
-manager._image.create_rootfs = hang
+podkit.image.create_rootfs = hang  # the manager calls it through the module
 m.create_container(sb.id, _cfg("app", APP))
 """
 

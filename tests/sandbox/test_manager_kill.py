@@ -30,7 +30,6 @@ import os, signal, sys
 sys.path[:0] = [{tests!r}]
 from pathlib import Path
 from podkit.runtime import conmon
-from podkit.sandbox import SandboxManager
 from sandbox._pods import ctr_config, make_manager, pod_config
 
 base, rootfs, target, point = Path({base!r}), Path({rootfs!r}), {target!r}, {point!r}
@@ -38,14 +37,14 @@ base, rootfs, target, point = Path({base!r}), Path({rootfs!r}), {target!r}, {poi
 
 def arm():
     if point == "write":  # inside atomic_write of the record saved before the pause starts
-        original_save, original_fchmod = SandboxManager._save, os.fchmod
+        original_save, original_fchmod = m.records.save, os.fchmod
         def fchmod(fd, mode):
             os.kill(os.getpid(), signal.SIGKILL)
-        def save(self, obj):
+        def save(obj):
             if obj.steps[-1:] == ("pause",):
                 os.fchmod = fchmod
-            original_save(self, obj)
-        SandboxManager._save = save
+            original_save(obj)
+        m.records.save = save
     elif point == "spawned":  # conmon runs; it has not reported the container's pid yet
         original = conmon._Launcher.__init__
         def die(self, *a, **kw):

@@ -38,6 +38,7 @@ __all__ = [
     "ImageDefaults",
     "PodContext",
     "build_container_spec",
+    "resources_opts",
     "validate_container_config",
 ]
 
@@ -281,7 +282,8 @@ def _without_ambient_caps(spec: oci.Spec) -> None:
         spec.process.capabilities.ambient = None
 
 
-def _with_resources(res: LinuxContainerResources) -> list[oci.SpecOpt]:
+def resources_opts(res: LinuxContainerResources) -> list[oci.SpecOpt]:
+    """The spec options setting the cgroup limits ``res`` asks for (only the given ones)."""
     opts: list[oci.SpecOpt] = []
     if res.cpu_period or res.cpu_quota:
         opts.append(oci.with_cpu_cfs(res.cpu_quota, res.cpu_period))
@@ -391,7 +393,7 @@ def build_container_spec(
     if readonly:
         opts.append(oci.with_rootfs_readonly())
     if config.linux.resources is not None:
-        opts += _with_resources(config.linux.resources)
+        opts += resources_opts(config.linux.resources)
         if config.linux.resources.oom_score_adj:
             opts.append(oci.with_oom_score_adj(rules.clamp_oom_score_adj(
                 config.linux.resources.oom_score_adj, oom_score_floor

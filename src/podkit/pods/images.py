@@ -6,14 +6,19 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import attrs
+
 from podkit import image as _image
 from podkit import runtime
 from podkit.errors import InvalidArgumentError, NotFoundError
+from podkit.pods.config import ContainerConfig
 from podkit.pods.container_spec import ContainerConfigError, ImageDefaults
 from podkit.pods.records import PauseConfig
 
 __all__ = [
     "PAUSE_ROOTFS_PREFIX",
+    "ContainerImage",
+    "container_image",
     "find_image",
     "image_defaults",
     "pause_config",
@@ -110,3 +115,34 @@ def signal_number(name: str, where: str) -> int:
         raise ContainerConfigError(
             f"{where}: unknown signal {name!r} (want 1-31 or 34-64, SIGRTMIN..SIGRTMAX)")
     return number
+
+
+@attrs.frozen
+class ContainerImage:
+    """What a container's ``image`` names: a store image (with its defaults) or a rootfs
+    directory (``image`` ``None``); ``config`` has the image's stop signal filled in."""
+
+    config: ContainerConfig
+    image: _image.Image | None = None
+    defaults: ImageDefaults | None = None
+
+
+def container_image(store: _image.ImageStore | None, config: ContainerConfig) -> ContainerImage:
+    """Resolve ``config.image``: an absolute rootfs directory, or (with a ``store``) an image
+    reference, image ID or digest, whose config gives the defaults and the stop signal."""
+    ref = config.image
+    if store is not None and not os.path.isabs(ref):
+        if not ref:
+            raise ContainerConfigError("image: required (a rootfs directory or an image)")
+        img = find_image(store, ref)
+        icfg = store.config(img)
+        if not config.stop_signal and icfg.stop_signal:
+            config = attrs.evolve(config, stop_signal=signal_number(
+                icfg.stop_signal, f"StopSignal of image {img.name}"))
+        return ContainerImage(config, img, image_defaults(img, icfg))
+    if not os.path.isabs(ref) or not os.path.isdir(ref):
+        raise ContainerConfigError(
+            f"image {ref!r}: must be an existing rootfs directory (absolute path)"
+            + ("" if os.path.isabs(ref) else
+               " or an image reference (this manager has no image store)"))
+    return ContainerImage(config)

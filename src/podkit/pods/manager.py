@@ -2,16 +2,15 @@
 
 What containerd's CRI plugin does between a CRI call and runc, as a library. Every operation
 that creates something first writes a record under ``state_dir`` saying which step it is about
-to take, so a failure undoes exactly the steps already done, and a new manager in a new process
-(``recover()``) can finish or undo what a killed one left half-done. Re-exported from
-``podkit.sandbox``.
+to take (``pods.store``), so a failure undoes exactly the steps already done (``pods.steps``),
+and a new manager in a new process (``recover()``) can finish or undo what a killed one left
+half-done. Re-exported from ``podkit.sandbox``.
 """
 
 from __future__ import annotations
 
 import builtins
 import contextlib
-import json
 import logging
 import os
 import secrets
@@ -19,16 +18,13 @@ import shutil
 import signal as _signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import attrs
-import cattrs
 
-from podkit import cgroups, cni, netns, oci
-from podkit import image as _image
-from podkit._files import atomic_write, file_lock, sweep_atomic_temps, validate_id
+from podkit import cgroups, cni, image, netns, oci
+from podkit._files import file_lock, validate_id
 from podkit.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -38,7 +34,7 @@ from podkit.errors import (
     quote,
 )
 from podkit.pods import images as pod_images
-from podkit.pods import network, rules
+from podkit.pods import network, processes, recovery, rules
 from podkit.pods.config import (
     ContainerConfig,
     LinuxContainerResources,
@@ -49,10 +45,11 @@ from podkit.pods.container_spec import (
     ContainerConfigError,
     DeviceInjector,
     PodContext,
-    _with_resources,
     build_container_spec,
+    resources_opts,
     validate_container_config,
 )
+from podkit.pods.pause import PauseRootfs
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
@@ -70,10 +67,10 @@ from podkit.pods.records import (
 from podkit.pods.sandbox_spec import (
     SANDBOX_OOM_SCORE_ADJ,
     SandboxConfigError,
-    SandboxFiles,
-    build_sandbox_spec,
     validate_sandbox_config,
 )
+from podkit.pods.steps import SandboxSteps, Step, network_and_files, pinned_kinds, undo_steps
+from podkit.pods.store import RecordStore
 from podkit.runtime import (
     AttachStream,
     Bundle,
@@ -85,60 +82,15 @@ from podkit.runtime import (
     Runtime,
     Supervisor,
 )
-from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
+from podkit.runtime.errors import NotRunningError
 
 __all__ = ["SandboxManager"]
 
-SHM_SIZE = 64 << 20
-"""Size of a pod's /dev/shm tmpfs (containerd's default)."""
-
-RECORD_MODE, RECORD_DIR_MODE = 0o600, 0o700
-"""Modes of the records in ``state_dir`` (they hold env values) and of their directories."""
-
-
-_converter = cattrs.Converter()
 _log = logging.getLogger("podkit.sandbox")
 
 
 def _now() -> int:
     return time.time_ns()
-
-
-def _mount_shm(path: str) -> None:
-    try:
-        netns.mount_shm(path, SHM_SIZE)
-    except OSError as exc:
-        raise PodkitError(f"mount tmpfs on {path}: {os.strerror(exc.errno or 0)}") from None
-
-
-def _umount(path: str) -> None:
-    """Detach every mount stacked on ``path``; a path that is no mount point is fine."""
-    try:
-        netns.unmount_all(path)
-    except OSError as exc:
-        raise PodkitError(f"umount {path}: {os.strerror(exc.errno or 0)}") from None
-
-
-def _pin_namespaces(ns_dir: Path, kinds: Sequence[str], hostname: str, netns_path: str,
-                    sysctls: Mapping[str, str]) -> None:
-    """The IPC/UTS namespaces of a pod without a pause, pinned under ``ns_dir``."""
-    try:
-        netns.pin_namespaces(ns_dir, kinds, hostname=hostname, netns_path=netns_path,
-                             sysctls=sysctls)
-    except netns.InvalidArgumentError as exc:
-        raise SandboxConfigError(str(exc)) from None
-    except OSError as exc:
-        raise PodkitError(f"pin the {'/'.join(kinds)} namespaces under {ns_dir}: {exc}") \
-            from None
-
-
-def _cgroup_stats(id: str, cgroups_path: str) -> ContainerStats:
-    u = cgroups.usage(cgroups_path)
-    return ContainerStats(
-        id=id, timestamp=_now(), cpu_usage_core_nano_seconds=u.cpu_usage_core_nano_seconds,
-        memory_usage_bytes=u.memory_usage_bytes,
-        memory_working_set_bytes=u.memory_working_set_bytes,
-        memory_rss_bytes=u.memory_rss_bytes, process_count=u.process_count)
 
 
 class SandboxManager:
@@ -156,6 +108,8 @@ class SandboxManager:
     there (``rootfs_mode``: ``auto``, ``overlay`` or ``copy``), removed with the container.
     The pause's shared rootfs there is unmounted once no pod uses it (last pod removed,
     :meth:`close`, :meth:`recover`) and mounted again for the next pod.
+    ``steps`` is the table of :meth:`run_sandbox`'s steps by name (see ``podkit.pods.steps``);
+    ``records`` the store of the records on disk.
     One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
     """
 
@@ -171,7 +125,7 @@ class SandboxManager:
         *,
         netns_dir: str = netns.DEFAULT_DIR,
         netns_prefix: str = "podkit-",
-        images: _image.ImageStore | None = None,
+        images: image.ImageStore | None = None,
         rootfs_mode: str = "auto",
         network_loader: Callable[[], cni.Networks] | None = None,
     ) -> None:
@@ -187,7 +141,7 @@ class SandboxManager:
             raise InvalidArgumentError(
                 f"pause rootfs {pause.rootfs!r} is not a directory" if pause.rootfs else
                 "pause: give a rootfs directory or an image (PauseConfig(rootfs=) or image=)")
-        self.images = images
+        self._pause = PauseRootfs(pause, images)
         self.rootfs_mode = rootfs_mode
         self.root_dir = Path(root_dir).absolute()
         self.state_dir = Path(state_dir).absolute()
@@ -195,15 +149,11 @@ class SandboxManager:
         self.networks = networks
         self.network_loader = network_loader
         self.cdi = cdi
-        self.pause = pause
         self.netns_dir = netns_dir
         self.netns_prefix = netns_prefix
         for d in (self.root_dir / "sandboxes", self.root_dir / "containers"):
             d.mkdir(parents=True, exist_ok=True)
-        self.state_dir.mkdir(mode=RECORD_DIR_MODE, parents=True, exist_ok=True)
-        for d in (self.state_dir / "sandboxes", self.state_dir / "containers"):
-            d.mkdir(mode=RECORD_DIR_MODE, exist_ok=True)
-            d.chmod(RECORD_DIR_MODE)  # records of an earlier version were in 0755 dirs
+        self.records = RecordStore(self.state_dir)
         if supervisor is None:
             if not isinstance(runtime, Runc):
                 raise InvalidArgumentError(
@@ -216,16 +166,37 @@ class SandboxManager:
                 "pause containers get OOM score %d instead of %d: this process (score %d) "
                 "cannot lower scores without CAP_SYS_RESOURCE", self.oom_score_floor,
                 SANDBOX_OOM_SCORE_ADJ, self.oom_score_floor)
+        self.sandbox_steps = SandboxSteps(
+            root_dir=self.root_dir, supervisor=supervisor, runtime=runtime, pause=self._pause,
+            networks=lambda: self.networks, oom_score_floor=self.oom_score_floor)
+        self.steps: dict[str, Step] = self.sandbox_steps.table()
         self._lock = threading.Lock()  # names and the two dicts
         self._names: dict[str, str] = {}
         self._sandboxes: dict[str, Sandbox] = {}
         self._containers: dict[str, Container] = {}
         self._built: dict[str, Bundle] = {}  # bundles of CREATED containers, spec in memory
         self._sandbox_locks: dict[str, threading.RLock] = {}
-        self._pause_roots: dict[str, str] = {}  # pod ID -> its pause rootfs (from its bundle)
         self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
         self._lock_cm.__enter__()  # ConflictError while another manager uses state_dir
         self._opened_at = time.time()  # temp files older than this are an earlier process's
+
+    @property
+    def pause(self) -> PauseConfig | None:
+        """The pause program (``None``: infra-less pods)."""
+        return self._pause.config
+
+    @pause.setter
+    def pause(self, value: PauseConfig | None) -> None:
+        self._pause.config = value
+
+    @property
+    def images(self) -> image.ImageStore | None:
+        """The image store container images and the pause image are resolved in."""
+        return self._pause.images
+
+    @images.setter
+    def images(self, value: image.ImageStore | None) -> None:
+        self._pause.images = value
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -259,29 +230,7 @@ class SandboxManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- records ----------------------------------------------------------------------------
-
-    def _record_path(self, kind: str, id: str) -> Path:
-        return self.state_dir / kind / f"{validate_id(id, kind[:-1] + ' ID')}.json"
-
-    def _save(self, obj: Sandbox | Container) -> None:
-        kind = "sandboxes" if isinstance(obj, Sandbox) else "containers"
-        data = _converter.unstructure(obj)
-        atomic_write(self._record_path(kind, obj.id), json.dumps(data, indent=1),
-                     mode=RECORD_MODE)
-
-    def _drop_record(self, kind: str, id: str) -> None:
-        self._record_path(kind, id).unlink(missing_ok=True)
-
-    def _load_records(self, kind: str, cls: type[Any]) -> builtins.list[Any]:
-        out = []
-        for path in sorted((self.state_dir / kind).glob("*.json")):
-            try:
-                out.append(_converter.structure(json.loads(path.read_text()), cls))
-                path.chmod(RECORD_MODE)  # an earlier version wrote them readable by all
-            except (OSError, ValueError, cattrs.BaseValidationError) as exc:
-                raise InvalidArgumentError(f"corrupt record {path}: {exc}") from None
-        return out
+    # -- records, names, locks --------------------------------------------------------------
 
     def _sandbox_lock(self, id: str) -> threading.RLock:
         with self._lock:
@@ -313,9 +262,6 @@ class SandboxManager:
             raise NotFoundError(f"no container {quote(id)}")
         return c
 
-    def _sandbox_dir(self, id: str) -> Path:
-        return self.root_dir / "sandboxes" / id
-
     def _container_dir(self, id: str) -> Path:
         return self.root_dir / "containers" / id
 
@@ -325,8 +271,33 @@ class SandboxManager:
         """Create and start a pod; on any failure every step already done is undone.
 
         Order (containerd): reserve the name, create the netns, CNI ADD, write the sandbox files
-        (hostname, hosts, resolv.conf, a 64 MiB tmpfs for /dev/shm), create and start the pause.
+        (hostname, hosts, resolv.conf, a 64 MiB tmpfs for /dev/shm), create and start the pause
+        (``SANDBOX_STEPS``; without a pause, ``INFRALESS_STEPS``: IPC and UTS pinned instead).
         """
+        sb = self._new_sandbox(config)
+        self._reserve(sb.name, sb.id, "pod")
+        with self._sandbox_lock(sb.id):
+            try:
+                with self._lock:
+                    self._sandboxes[sb.id] = sb
+                self._take_steps(sb)
+                sb.phase = "created"
+                sb.state = SandboxState.SANDBOX_READY
+                self.records.save(sb)
+            except BaseException as exc:
+                errors = self._undo_sandbox(sb)
+                for e in errors:
+                    exc.add_note(f"cleanup after the failure also failed: {e}")
+                if errors:
+                    for e in self._keep_for_removal(sb):
+                        exc.add_note(f"recording the pod as NOTREADY failed too: {e}")
+                else:
+                    self._forget_sandbox(sb)
+                raise
+        return attrs.evolve(sb)
+
+    def _new_sandbox(self, config: SandboxConfig) -> Sandbox:
+        """The record of a new pod, once its config passed every check (nothing made yet)."""
         validate_sandbox_config(config)
         sb = Sandbox(id=secrets.token_hex(32), name=rules.sandbox_name(config.metadata),
                      config=config, created_at=_now())
@@ -346,338 +317,60 @@ class SandboxManager:
                 "linux.security_context.namespace_options.network: POD needs networks; "
                 "this manager has none (host-network pods only)"
                 + (f"; {problem}" if problem else ""))
-        if not sb.host_network:
-            self._cni_caps(sb)  # bad annotations or port mappings fail before anything exists
-        self._reserve(sb.name, sb.id, "pod")
-        lock = self._sandbox_lock(sb.id)
-        with lock:
-            try:
-                with self._lock:
-                    self._sandboxes[sb.id] = sb
-                for step in SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS:
-                    if sb.host_network and step in ("netns", "network"):
-                        continue
-                    if step == "netns":  # recorded first, so an undo knows what to remove
-                        sb.netns_path = os.path.join(
-                            self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
-                    if step == "files" and "network" in sb.steps:
-                        continue  # done while CNI ran (below)
-                    sb.steps = (*sb.steps, step)
-                    if step == "network":  # both recorded before either starts
-                        sb.steps = (*sb.steps, "files")
-                    self._save(sb)  # the first save also reserves the name on disk
-                    if step == "network":
-                        self._do_network_and_files(sb)
-                    else:
-                        getattr(self, f"_do_{step}")(sb)
-                sb.phase = "created"
-                sb.state = SandboxState.SANDBOX_READY
-                self._save(sb)
-            except BaseException as exc:
-                errors = self._undo_sandbox(sb)
-                for e in errors:
-                    exc.add_note(f"cleanup after the failure also failed: {e}")
-                if errors:
-                    for e in self._keep_for_removal(sb):
-                        exc.add_note(f"recording the pod as NOTREADY failed too: {e}")
-                else:
-                    self._forget_sandbox(sb)
-                raise
-        return attrs.evolve(sb)
+        if not sb.host_network:  # bad annotations or port mappings fail before anything exists
+            network.cni_capability_args(config)
+        return sb
+
+    def _take_steps(self, sb: Sandbox) -> None:
+        """Each step in order, recorded before it is taken; network and files at once."""
+        for step in SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS:
+            if sb.host_network and step in ("netns", "network"):
+                continue
+            if step == "netns":  # recorded first, so an undo knows what to remove
+                sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
+            if step == "files" and "network" in sb.steps:
+                continue  # done while CNI ran (below)
+            sb.steps = (*sb.steps, step)
+            if step == "network":  # both recorded before either starts
+                sb.steps = (*sb.steps, "files")
+            self.records.save(sb)  # the first save also reserves the name on disk
+            if step == "network":
+                also = self.sandbox_steps.write_pause_bundle if self.pause is not None else None
+                network_and_files(sb, self.steps["network"], self.steps["files"], also)
+            else:
+                self.steps[step].do(sb)
+
+    def _undo_sandbox(self, sb: Sandbox) -> builtins.list[BaseException]:
+        """Undo every recorded step in reverse; the record keeps the steps that failed."""
+        return undo_steps(sb, self.steps, self.records.save)
 
     def _keep_for_removal(self, sb: Sandbox) -> builtins.list[Exception]:
         """A pod whose undo failed: listed NOTREADY, its name kept, removable (retries the
         undo). The error of saving that, if any (the older record is undone by recover())."""
         sb.phase, sb.state = "removing", SandboxState.SANDBOX_NOTREADY
         try:
-            self._save(sb)
+            self.records.save(sb)
         except Exception as e:
             return [e]
         return []
 
     def _forget_sandbox(self, sb: Sandbox) -> None:
-        self._drop_record("sandboxes", sb.id)
+        self.records.drop("sandboxes", sb.id)
         with self._lock:
             self._sandboxes.pop(sb.id, None)
             self._sandbox_locks.pop(sb.id, None)
-            self._pause_roots.pop(sb.id, None)
+        self._pause.forget(sb.id)
         self._release(sb.name, sb.id)
         try:
             self._unmount_unused_pause_rootfs()
         except (PodkitError, OSError) as exc:  # the pod is gone; the mount waits for close()
             _log.warning("sandbox %s: unmounting the unused pause rootfs: %s", sb.id, exc)
 
-    def _cni_args(self, sb: Sandbox) -> tuple[tuple[str, str], ...]:
-        md = sb.config.metadata
-        return cni.kubernetes_args(md.namespace, md.name, md.uid, sb.id)
-
-    def _cni_caps(self, sb: Sandbox) -> dict[str, Any]:
-        cfg = sb.config
-        kw: dict[str, Any] = {}
-        ports = [
-            cni.PortMapping(pm.host_port, pm.container_port, pm.protocol.name.lower(),
-                            pm.host_ip or None)
-            for pm in cfg.port_mappings if pm.host_port > 0
-        ]
-        if ports:
-            kw["port_mappings"] = ports
-        bw = network.bandwidth(cfg.annotations)
-        if bw is not None:
-            kw["bandwidth"] = bw
-        if cfg.dns_config is not None:
-            kw["dns"] = cni.DNSConfig(servers=tuple(cfg.dns_config.servers),
-                                      searches=tuple(cfg.dns_config.searches),
-                                      options=tuple(cfg.dns_config.options))
-        if cfg.linux.cgroup_parent:
-            kw["cgroup_path"] = cfg.linux.cgroup_parent
-        if cfg.annotations:
-            kw["pod_annotations"] = dict(cfg.annotations)
-        return cni.capability_args(**kw)
-
-    def _do_netns(self, sb: Sandbox) -> None:
-        netns.create(os.path.basename(sb.netns_path), dir=os.path.dirname(sb.netns_path),
-                     loopback_up=True)
-
-    def _undo_netns(self, sb: Sandbox) -> None:
-        if sb.netns_path:
-            netns.remove(sb.netns_path)
-
-    def _do_network(self, sb: Sandbox) -> None:
-        assert self.networks is not None
-        result = self.networks.setup(sb.id, sb.netns_path, args=self._cni_args(sb),
-                                     capability_args=self._cni_caps(sb))
-        first = [ip for ip in (result.primary_ip("eth0", 4), result.primary_ip("eth0", 6)) if ip]
-        if not first:
-            raise PodkitError(f"sandbox {sb.id}: CNI gave eth0 no IP address")
-        others = [ip.ip for name, iface in result.interfaces.items() if name != "lo"
-                  for ip in iface.ips if ip.ip not in first]
-        sb.ips = tuple(dict.fromkeys([*first, *others]))
-
-    def _undo_network(self, sb: Sandbox, final: bool = False) -> None:
-        """CNI DEL; when ``final`` (the pod is being removed) a DEL that can never run is
-        given up: podkit's own cache entries go, and a warning says what stays."""
-        if self.networks is None:
-            return
-        path = sb.netns_path if sb.netns_path and netns.exists(sb.netns_path) else ""
-        try:
-            self.networks.remove(sb.id, path, args=self._cni_args(sb),
-                                 capability_args=self._cni_caps(sb))
-        except Exception as exc:
-            if not final or not network.cni_cannot_run(exc):
-                raise
-            self._give_up_network(sb, exc)
-
-    def _give_up_network(self, sb: Sandbox, exc: BaseException) -> None:
-        """Drop the pod's CNI cache entries after a DEL that cannot run; log what is left."""
-        assert self.networks is not None
-        client = self.networks.client
-        for att in client.cached_attachments(sb.id):
-            client.cache.remove(att.network, att.container_id, att.ifname)
-        _log.warning(
-            "sandbox %s (%s): CNI DEL cannot run (%s); removed without it: whatever the "
-            "plugins set up for it (addresses, links, rules) was not undone", sb.id, sb.name,
-            exc)
-
-    def _files(self, sb: Sandbox) -> SandboxFiles:
-        return SandboxFiles.under(self._sandbox_dir(sb.id))
-
-    def _do_files(self, sb: Sandbox) -> None:
-        d = self._sandbox_dir(sb.id)
-        d.mkdir(parents=True, exist_ok=True)
-        files = self._files(sb)
-        hostname = rules.host_hostname() if sb.host_network else (
-            sb.config.hostname or rules.host_hostname())
-        Path(files.hostname).write_text(hostname + "\n")
-        hosts = Path("/etc/hosts")
-        Path(files.hosts).write_bytes(hosts.read_bytes() if hosts.exists() else b"")
-        dns = sb.config.dns_config
-        if dns is not None:
-            Path(files.resolv_conf).write_text(rules.resolv_conf(dns))
-        else:
-            host = Path("/etc/resolv.conf")
-            Path(files.resolv_conf).write_bytes(host.read_bytes() if host.exists() else b"")
-        ns = sb.config.linux.security_context.namespace_options
-        if ns.ipc != NamespaceMode.NODE:
-            Path(files.shm).mkdir(exist_ok=True)
-            _mount_shm(files.shm)
-
-    def _undo_files(self, sb: Sandbox) -> None:
-        d = self._sandbox_dir(sb.id)
-        _umount(self._files(sb).shm)
-        shutil.rmtree(d, ignore_errors=True)
-        if d.exists():
-            raise PodkitError(f"could not remove {d}")
-
-    def _do_network_and_files(self, sb: Sandbox) -> None:
-        """CNI ADD on a helper thread while this one writes the pod files and the pause bundle.
-
-        Neither needs the other (the files and the bundle do not depend on the CNI result);
-        both steps are recorded before either starts, and undoing one that did not happen is
-        harmless, so a failure of either rolls back the same way as before.
-        """
-        failure: list[BaseException] = []
-
-        def network() -> None:
-            try:
-                self._do_network(sb)
-            except BaseException as exc:  # handed to the caller
-                failure.append(exc)
-
-        thread = threading.Thread(target=network, name=f"cni-add-{sb.id[:12]}")
-        thread.start()
-        try:
-            self._do_files(sb)
-            if self.pause is not None:
-                self._write_pause_bundle(sb)
-        except BaseException as exc:
-            thread.join()
-            for e in failure:
-                exc.add_note(f"the network setup meanwhile failed too: {e}")
-            raise
-        thread.join()
-        if failure:
-            raise failure[0]
-
-    def _write_pause_bundle(self, sb: Sandbox) -> None:
-        """The pause's bundle (inside the sandbox dir, removed with the files)."""
-        assert self.pause is not None
-        bundle = self._sandbox_dir(sb.id) / "bundle"
-        bundle.mkdir(exist_ok=True)
-        spec = build_sandbox_spec(
-            sb.config, id=sb.id, files=self._files(sb), args=self.pause.args,
-            env=self.pause.env, rootfs=self.pause.rootfs,
-            netns_path=sb.netns_path or None, pause_image=self.pause.image,
-            oom_score_floor=self.oom_score_floor,
-        )
-        sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
-        spec.dump(bundle / "config.json")
-
-    def _do_pause(self, sb: Sandbox) -> None:
-        assert self.pause is not None
-        d = self._sandbox_dir(sb.id)
-        bundle = d / "bundle"
-        if not (bundle / "config.json").exists():  # not written while CNI ran (host network)
-            self._write_pause_bundle(sb)
-        with self._pause_rootfs_ready():
-            sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
-
-    # -- the shared pause rootfs in the image store ------------------------------------------
-
-    def _pause_key(self, rootfs: str) -> str:
-        """The store key of a shared pause rootfs at ``rootfs`` (``""`` if it is not one)."""
-        if self.images is None:
-            return ""
-        path = Path(os.path.abspath(rootfs))
-        key = path.parent.name
-        ours = path.parent.parent == Path(os.path.abspath(self.images.root)) / "containers"
-        pause = key.startswith(pod_images.PAUSE_ROOTFS_PREFIX)
-        return key if ours and path.name == "rootfs" and pause else ""
-
-    def _pause_lock(self, key: str, *, shared: bool,
-                    blocking: bool = True) -> contextlib.AbstractContextManager[int]:
-        """Shared while a process starts a pause on the rootfs ``key``; exclusive to unmount
-        or make it again (so no process unmounts it under a starting pause)."""
-        assert self.images is not None
-        locks = self.images.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        return file_lock(locks / f"{key}.lock", shared=shared, blocking=blocking)
-
-    @contextlib.contextmanager
-    def _pause_rootfs_ready(self) -> Iterator[None]:
-        """The pause rootfs is mounted (made again if it was unmounted) for the ``with`` body."""
-        assert self.pause is not None
-        key = self._pause_key(self.pause.rootfs) if self.pause.image else ""
-        if not key:
-            yield
-            return
-        while True:
-            with self._pause_lock(key, shared=True):
-                if pod_images.populated(Path(self.pause.rootfs)):
-                    yield
-                    return
-            with self._pause_lock(key, shared=False):
-                if not pod_images.populated(Path(self.pause.rootfs)):
-                    assert self.images is not None
-                    self.pause = pod_images.pause_config(self.images, self.pause.image)
-
-    def _pause_rootfs_of(self, sb: Sandbox) -> str:
-        """The rootfs of the pod's pause, from its bundle (the current pause's if none yet)."""
-        with self._lock:
-            known = self._pause_roots.get(sb.id)
-        if known is not None:
-            return known
-        bundle = self._sandbox_dir(sb.id) / "bundle"
-        try:
-            root = json.loads((bundle / "config.json").read_text())["root"]["path"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return self.pause.rootfs if self.pause is not None else ""
-        path = os.path.abspath(os.path.join(bundle, str(root)))
-        with self._lock:
-            self._pause_roots[sb.id] = path
-        return path
-
     def _unmount_unused_pause_rootfs(self) -> None:
-        """Unmount each shared pause rootfs of the image store that no pod of this manager
-        uses and no process is starting a pause on (a running pause needs no host mount)."""
-        if self.images is None:
-            return
-        mounted = [d for d in sorted((self.images.root / "containers").glob(
-            pod_images.PAUSE_ROOTFS_PREFIX + "*")) if os.path.ismount(d / "rootfs")]
-        if not mounted:
-            return
+        """Unmount each shared pause rootfs no pod of this manager uses."""
         with self._lock:
-            pods = list(self._sandboxes.values())
-        used = {self._pause_rootfs_of(sb) for sb in pods}
-        if self.pause is not None and not self.pause.image:  # could not be made again
-            used.add(os.path.abspath(self.pause.rootfs))
-        for d in mounted:
-            if os.path.abspath(d / "rootfs") in used:
-                continue
-            with contextlib.suppress(ConflictError), \
-                    self._pause_lock(d.name, shared=False, blocking=False):
-                _image.unmount_rootfs(self.images, d.name)
-
-    def _undo_pause(self, sb: Sandbox) -> None:
-        self._delete_from_runtime(sb.id)
-
-    def _pinned_kinds(self, sb: Sandbox) -> list[str]:
-        ns = sb.config.linux.security_context.namespace_options
-        kinds = [] if ns.ipc == NamespaceMode.NODE else ["ipc"]
-        return kinds if sb.host_network else [*kinds, "uts"]
-
-    def _do_namespaces(self, sb: Sandbox) -> None:
-        _pin_namespaces(self._sandbox_dir(sb.id) / "ns", self._pinned_kinds(sb),
-                        sb.config.hostname, sb.netns_path, sb.config.linux.sysctls)
-
-    def _undo_namespaces(self, sb: Sandbox) -> None:
-        ns_dir = self._sandbox_dir(sb.id) / "ns"
-        for kind in ("ipc", "uts"):
-            _umount(str(ns_dir / kind))
-            (ns_dir / kind).unlink(missing_ok=True)
-
-    def _delete_from_runtime(self, id: str) -> None:
-        """Kill and delete a container from the supervisor (or runtime when it has no record)."""
-        try:
-            self.supervisor.delete(id, force=True)
-        except NotFoundError:
-            with contextlib.suppress(NotFoundError):
-                self.runtime.delete(id, force=True)
-
-    def _undo_sandbox(self, sb: Sandbox) -> builtins.list[BaseException]:
-        """Undo every recorded step in reverse; the record keeps the steps that failed."""
-        errors: builtins.list[BaseException] = []
-        for step in reversed(sb.steps):
-            try:
-                getattr(self, f"_undo_{step}")(sb)
-            except Exception as exc:
-                errors.append(exc)
-                continue
-            sb.steps = tuple(s for s in sb.steps if s != step)
-            if not sb.steps:
-                break  # all undone: every caller drops the record next, no write needed
-            with contextlib.suppress(Exception):  # best effort: the record only shrinks
-                self._save(sb)
-        return errors
+            pods = [(id, self.sandbox_steps.sandbox_dir(id) / "bundle") for id in self._sandboxes]
+        self._pause.unmount_unused(pods)
 
     # -- stop / remove / status / list --------------------------------------------------------
 
@@ -692,6 +385,16 @@ class SandboxManager:
             return
         with self._sandbox_lock(id):
             self._stop_sandbox_locked(sb)
+
+    def _undo_network(self, sb: Sandbox, final: bool) -> None:
+        """CNI DEL; when ``final`` (the pod is being removed) a DEL that can never run is
+        given up: podkit's own cache entries go, and a warning says what stays."""
+        try:
+            self.steps["network"].undo(sb)
+        except Exception as exc:
+            if not final or not network.cni_cannot_run(exc):
+                raise
+            self.sandbox_steps.give_up_network(sb, exc)
 
     def _stop_sandbox_locked(
         self, sb: Sandbox, meanwhile: Callable[[], None] | None = None, *, final: bool = False
@@ -719,18 +422,7 @@ class SandboxManager:
             net.start()
         later: BaseException | None = None
         try:
-            for c in self._containers_of(sb.id):
-                try:
-                    self._stop_container_locked(c, 0)
-                except PodkitError as exc:
-                    errors.append(exc)
-            if "pause" in sb.steps:
-                try:
-                    self._kill_and_wait(sb.id, 0, _signal.SIGKILL)
-                except PodkitError as exc:
-                    errors.append(exc)
-            with contextlib.suppress(PodkitError):
-                _umount(self._files(sb).shm)
+            errors += self._kill_pod_processes(sb)
             if meanwhile is not None and not errors:
                 try:
                     meanwhile()
@@ -739,29 +431,55 @@ class SandboxManager:
         finally:
             if net is not None:
                 net.join()
-        for step in ("namespaces", "network", "netns"):
-            if step in sb.steps:
-                try:
-                    if step != "network":
-                        getattr(self, f"_undo_{step}")(sb)
-                    elif net_failure:
-                        raise net_failure[0]
-                except Exception as exc:  # e.g. a ValueError from a value CNI cannot take
-                    if step == "network" and network.cni_cannot_run(exc):  # kept for the removal,
-                        _log.warning(  # which gives it up; a stop that fails blocks kubelet
-                            "sandbox %s: CNI DEL cannot run (%s); left to remove_sandbox",
-                            sb.id, exc)
-                    else:
-                        errors.append(exc)
-                    continue
-                sb.steps = tuple(s for s in sb.steps if s != step)
+        errors += self._undo_pod_namespaces(sb, net_failure)
         sb.state = SandboxState.SANDBOX_NOTREADY
-        self._save(sb)
+        self.records.save(sb)
         if errors:
             raise PodkitError(f"stop of sandbox {sb.id} failed: "
                               + "; ".join(str(e) for e in errors))
         if later is not None:
             raise later
+
+    def _kill_pod_processes(self, sb: Sandbox) -> builtins.list[BaseException]:
+        """SIGKILL every container, then the pause; unmount /dev/shm. The errors."""
+        errors: builtins.list[BaseException] = []
+        for c in self._containers_of(sb.id):
+            try:
+                self._stop_container_locked(c, 0)
+            except PodkitError as exc:
+                errors.append(exc)
+        if "pause" in sb.steps:
+            try:
+                processes.kill_and_wait(self.supervisor, self.runtime, sb.id, 0, _signal.SIGKILL)
+            except PodkitError as exc:
+                errors.append(exc)
+        with contextlib.suppress(PodkitError):
+            netns.unmount_all(self.sandbox_steps.files(sb).shm)
+        return errors
+
+    def _undo_pod_namespaces(self, sb: Sandbox, net_failure: Sequence[BaseException]
+                             ) -> builtins.list[BaseException]:
+        """Undo the namespaces, network (its DEL already ran: ``net_failure``) and netns
+        steps; the errors (a DEL that cannot run is left to the removal, with a warning)."""
+        errors: builtins.list[BaseException] = []
+        for step in ("namespaces", "network", "netns"):
+            if step not in sb.steps:
+                continue
+            try:
+                if step != "network":
+                    self.steps[step].undo(sb)
+                elif net_failure:
+                    raise net_failure[0]
+            except Exception as exc:  # e.g. a ValueError from a value CNI cannot take
+                if step == "network" and network.cni_cannot_run(exc):  # kept for the removal,
+                    _log.warning(  # which gives it up; a stop that fails blocks kubelet
+                        "sandbox %s: CNI DEL cannot run (%s); left to remove_sandbox",
+                        sb.id, exc)
+                else:
+                    errors.append(exc)
+                continue
+            sb.steps = tuple(s for s in sb.steps if s != step)
+        return errors
 
     def remove_sandbox(self, id: str) -> None:
         """Stop the pod if needed, remove its containers, files and record; idempotent."""
@@ -777,12 +495,12 @@ class SandboxManager:
                 for c in self._containers_of(id):
                     self._remove_container_locked(c)
                 if "pause" in sb.steps:
-                    self._undo_pause(sb)
+                    self.steps["pause"].undo(sb)
                     sb.steps = tuple(s for s in sb.steps if s != "pause")
 
             self._stop_sandbox_locked(sb, meanwhile=delete_processes, final=True)
             sb.phase = "removing"
-            self._save(sb)
+            self.records.save(sb)
             errors = self._undo_sandbox(sb)
             if errors:
                 raise PodkitError(f"remove of sandbox {id} failed: "
@@ -794,9 +512,9 @@ class SandboxManager:
         sb = self._get_sandbox(id)
         with self._sandbox_lock(id):
             if (sb.state == SandboxState.SANDBOX_READY and "pause" in sb.steps
-                    and not self._running(sb.id)):
+                    and not processes.running(self.runtime, sb.id)):
                 sb.state = SandboxState.SANDBOX_NOTREADY
-                self._save(sb)
+                self.records.save(sb)
             return attrs.evolve(sb)
 
     def list_sandboxes(self, filter: SandboxFilter | None = None) -> builtins.list[Sandbox]:
@@ -811,12 +529,6 @@ class SandboxManager:
             key=lambda s: s.created_at,
         )
 
-    def _running(self, id: str) -> bool:
-        try:
-            return self.runtime.state(id).status in ("running", "created", "paused")
-        except NotFoundError:
-            return False
-
     # -- containers -------------------------------------------------------------------------
 
     def _containers_of(self, sandbox_id: str) -> builtins.list[Container]:
@@ -829,7 +541,8 @@ class SandboxManager:
             paths = {t: f"/proc/{pid}/ns/{n}" for t, n in
                      (("network", "net"), ("ipc", "ipc"), ("uts", "uts"), ("pid", "pid"))}
         else:  # infra-less: the pins; the pod pid namespace is the first running container's
-            paths = {k: str(self._sandbox_dir(sb.id) / "ns" / k) for k in self._pinned_kinds(sb)}
+            ns_dir = self.sandbox_steps.sandbox_dir(sb.id) / "ns"
+            paths = {k: str(ns_dir / k) for k in pinned_kinds(sb)}
             if sb.netns_path:
                 paths["network"] = sb.netns_path
             for c in sorted(self._containers_of(sb.id), key=lambda c: c.started_at):
@@ -841,8 +554,22 @@ class SandboxManager:
         if userns is not None and userns.mode == NamespaceMode.POD:
             paths["user"] = f"/proc/{pid}/ns/user"
         hostname = rules.host_hostname() if sb.host_network else ""
-        return PodContext(id=sb.id, config=sb.config, files=self._files(sb),
+        return PodContext(id=sb.id, config=sb.config, files=self.sandbox_steps.files(sb),
                           namespace_paths=paths, hostname=hostname)
+
+    def _target_pid_namespace(self, sandbox_id: str, config: ContainerConfig) -> str | None:
+        """The pid namespace of ``namespace_options.target_id`` (TARGET mode), if it runs."""
+        ns = config.linux.security_context.namespace_options
+        if ns.pid != NamespaceMode.TARGET:
+            return None
+        with self._lock:
+            t = self._containers.get(ns.target_id)
+        if t is None or t.sandbox_id != sandbox_id:
+            raise ContainerConfigError(
+                f"namespace_options.target_id {ns.target_id!r}: no such container in "
+                f"sandbox {sandbox_id}")
+        self._refresh(t)
+        return f"/proc/{t.pid}/ns/pid" if t.state == ContainerState.CONTAINER_RUNNING else None
 
     def create_container(self, sandbox_id: str, config: ContainerConfig, *,
                          meta: Mapping[str, str] | None = None) -> str:
@@ -864,54 +591,20 @@ class SandboxManager:
         with self._sandbox_lock(sandbox_id):
             if sb.state != SandboxState.SANDBOX_READY or sb.phase != "created":
                 raise ConflictError(f"sandbox {sandbox_id} is not ready")
-            rootfs = config.image
-            img: _image.Image | None = None
-            defaults = None
-            if self.images is not None and not os.path.isabs(rootfs):
-                if not rootfs:
-                    raise ContainerConfigError("image: required (a rootfs directory or an image)")
-                img = pod_images.find_image(self.images, rootfs)
-                icfg = self.images.config(img)
-                defaults = pod_images.image_defaults(img, icfg)
-                if not config.stop_signal and icfg.stop_signal:
-                    config = attrs.evolve(config, stop_signal=pod_images.signal_number(
-                        icfg.stop_signal, f"StopSignal of image {img.name}"))
-            elif not os.path.isabs(rootfs) or not os.path.isdir(rootfs):
-                raise ContainerConfigError(
-                    f"image {rootfs!r}: must be an existing rootfs directory (absolute path)"
-                    + ("" if os.path.isabs(rootfs) else
-                       " or an image reference (this manager has no image store)"))
-            target = None
-            ns = config.linux.security_context.namespace_options
-            if ns.pid == NamespaceMode.TARGET:
-                t = self._containers.get(ns.target_id)
-                if t is None or t.sandbox_id != sandbox_id:
-                    raise ContainerConfigError(
-                        f"namespace_options.target_id {ns.target_id!r}: no such container in "
-                        f"sandbox {sandbox_id}")
-                self._refresh(t)
-                if t.state == ContainerState.CONTAINER_RUNNING:
-                    target = f"/proc/{t.pid}/ns/pid"
+            found = pod_images.container_image(self.images, config)
+            config = found.config
+            target = self._target_pid_namespace(sandbox_id, config)
             c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
                           name=rules.container_name(config.metadata, sb.config.metadata),
                           config=config, created_at=_now(), meta=dict(meta or {}))
             pod = self._pod_context(sb)
-            build_config = config
-            if ns.pid == NamespaceMode.POD and "pid" not in pod.namespace_paths and \
-                    sb.config.linux.security_context.namespace_options.pid != NamespaceMode.NODE:
-                # infra-less pod without a running container yet: this one's new pid
-                # namespace becomes the pod's
-                build_config = attrs.evolve(config, linux=attrs.evolve(
-                    config.linux, security_context=attrs.evolve(
-                        config.linux.security_context, namespace_options=attrs.evolve(
-                            ns, pid=NamespaceMode.CONTAINER))))
-                c.pid_namespace_owner = True
-            elif "pause" not in sb.steps and ns.pid == NamespaceMode.POD:
-                c.pid_namespace_owner = True  # joins the owner's namespace, can stand in for it
+            build_config, c.pid_namespace_owner = rules.infraless_pid_namespace(
+                config, sb.config, has_pause="pause" in sb.steps,
+                pod_pid_known="pid" in pod.namespace_paths)
 
             def build(rootfs: str) -> oci.Spec:
                 return build_container_spec(
-                    build_config, pod, id=c.id, rootfs=rootfs, image=defaults,
+                    build_config, pod, id=c.id, rootfs=rootfs, image=found.defaults,
                     target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
                     cdi=self.cdi,
                 )
@@ -919,32 +612,15 @@ class SandboxManager:
             if sb.config.log_directory and config.log_path:
                 c.log_path = rules.container_log_path(
                     sb.config.log_directory, config.log_path, ContainerConfigError)
-            if img is None:
-                spec = build(rootfs)
-            else:  # the image's rootfs is needed to build (user names are looked up in it)
+            spec = build(config.image) if found.image is None else None
+            if spec is None:  # the image's rootfs is needed to build (user names are in it)
                 validate_container_config(build_config, pod)
             self._reserve(c.name, c.id, "container")
             try:
-                if img is not None:
-                    assert self.images is not None
-                    # recorded before it exists: recover() removes it after a crash
-                    c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
-                    c.image_id, c.image_digest = img.config.digest, img.target.digest
-                    self._save(c)
-                    made = _image.create_rootfs(self.images, img, c.rootfs_key,
-                                                mode=self.rootfs_mode)
-                    spec = build(str(made.path))
-                c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
-                # bundle first, then the record: recover() removes bundles without a record
-                bundle = self._container_dir(c.id) / "bundle"
-                bundle.mkdir(parents=True)
-                spec.dump(bundle / "config.json")
-                c.steps = (*c.steps, "bundle")
-                c.phase = "created"
-                self._save(c)
-                with self._lock:
-                    self._containers[c.id] = c
-                    self._built[c.id] = Bundle(bundle, spec)
+                if found.image is not None:
+                    spec = build(self._make_rootfs(c, found.image))
+                assert spec is not None
+                self._write_bundle(c, spec)
             except BaseException as exc:
                 try:
                     self._forget_container(c)
@@ -953,6 +629,29 @@ class SandboxManager:
                     self._release(c.name, c.id)
                 raise
             return c.id
+
+    def _make_rootfs(self, c: Container, img: image.Image) -> str:
+        """The container's own rootfs from the image, recorded before it exists (recover()
+        removes it after a crash)."""
+        assert self.images is not None
+        c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
+        c.image_id, c.image_digest = img.config.digest, img.target.digest
+        self.records.save(c)
+        made = image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode)
+        return str(made.path)
+
+    def _write_bundle(self, c: Container, spec: oci.Spec) -> None:
+        """The bundle first, then the record (recover() removes bundles without a record)."""
+        c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
+        bundle = self._container_dir(c.id) / "bundle"
+        bundle.mkdir(parents=True)
+        spec.dump(bundle / "config.json")
+        c.steps = (*c.steps, "bundle")
+        c.phase = "created"
+        self.records.save(c)
+        with self._lock:
+            self._containers[c.id] = c
+            self._built[c.id] = Bundle(bundle, spec)
 
     def adopt_rootfs(self, id: str, rootfs_key: str, *, image_ref: str = "",
                      image_id: str = "", image_digest: str = "",
@@ -972,7 +671,7 @@ class SandboxManager:
             c.image_id = image_id or c.image_id
             c.image_digest = image_digest or c.image_digest
             c.meta = {**c.meta, **(meta or {})}
-            self._save(c)
+            self.records.save(c)
 
     def _forget_container(self, c: Container) -> None:
         if c.rootfs_key:  # before the record goes: a failure keeps it for a later retry
@@ -981,12 +680,12 @@ class SandboxManager:
                     f"container {c.id}: its rootfs {c.rootfs_key!r} (image {c.image_ref}) is "
                     "in an image store this manager was not given (images=)")
             try:
-                _image.remove_rootfs(self.images, c.rootfs_key)
+                image.remove_rootfs(self.images, c.rootfs_key)
             except OSError as exc:
                 raise PodkitError(f"container {c.id}: remove rootfs {c.rootfs_key}: {exc}") \
                     from exc
         shutil.rmtree(self._container_dir(c.id), ignore_errors=True)
-        self._drop_record("containers", c.id)
+        self.records.drop("containers", c.id)
         with self._lock:
             self._containers.pop(c.id, None)
             self._built.pop(c.id, None)
@@ -1007,7 +706,7 @@ class SandboxManager:
             if c.state != ContainerState.CONTAINER_CREATED:
                 raise ConflictError(f"container {id} is {c.state.name}, not CREATED")
             c.steps = (*c.steps, "runtime")
-            self._save(c)
+            self.records.save(c)
             cfg = c.config
             started = _now()
             with self._lock:
@@ -1018,41 +717,18 @@ class SandboxManager:
                     tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)
             except BaseException as exc:
                 try:
-                    self._delete_from_runtime(id)
+                    processes.delete(self.supervisor, self.runtime, id)
                     c.steps = tuple(s for s in c.steps if s != "runtime")
                 except Exception as e:  # the step stays: removing the container retries it
                     exc.add_note(f"cleanup after the failure also failed: {e}")
                 c.state = ContainerState.CONTAINER_EXITED
                 c.exit_code, c.reason, c.message = 128, "StartError", str(exc)
                 c.finished_at = _now()
-                self._save(c)
+                self.records.save(c)
                 raise
             c.state = ContainerState.CONTAINER_RUNNING
             c.started_at = started
-            self._save(c)
-
-    def _exit_status(self, id: str) -> ExitStatus | None:
-        """The exit status if the container has exited, without blocking."""
-        sup = self.supervisor
-        if isinstance(sup, ConmonSupervisor):
-            try:
-                status = sup.conmon.exit_status(id)
-                if status is not None or sup.conmon.monitor_alive(id):
-                    return status
-                # conmon may have written the exit file and quit between the two looks
-                status = sup.conmon.exit_status(id)
-                if status is not None:
-                    return status
-            except NotFoundError:
-                return ExitStatus(exit_code=255)
-            # conmon is gone without an exit file (killed): the runtime has the last word
-            return None if self._running(id) else ExitStatus(exit_code=255)
-        if self._running(id):
-            return None
-        try:
-            return sup.wait(id, 5.0)
-        except (NotFoundError, RuntimeTimeoutError):
-            return ExitStatus(exit_code=255)
+            self.records.save(c)
 
     def _record_exit(self, c: Container, status: ExitStatus) -> None:
         c.state = ContainerState.CONTAINER_EXITED
@@ -1060,41 +736,15 @@ class SandboxManager:
         c.finished_at = (int(status.exited_at.timestamp() * 1e9) if status.exited_at
                          else _now())
         c.finished_at = max(c.finished_at, c.started_at)
-        oom = False
-        if isinstance(self.supervisor, ConmonSupervisor):
-            with contextlib.suppress(PodkitError, OSError):
-                oom = self.supervisor.conmon.oom_killed(c.id)
+        oom = processes.oom_killed(self.supervisor, c.id)
         c.reason = "OOMKilled" if oom else ("Completed" if status.exit_code == 0 else "Error")
-        self._save(c)
+        self.records.save(c)
 
     def _refresh(self, c: Container) -> None:
         if c.state == ContainerState.CONTAINER_RUNNING:
-            status = self._exit_status(c.id)
+            status = processes.exit_status(self.supervisor, self.runtime, c.id)
             if status is not None:
                 self._record_exit(c, status)
-
-    def _kill_and_wait(self, id: str, timeout: float, sig: int) -> ExitStatus:
-        """Send ``sig``, wait ``timeout`` seconds, then SIGKILL everything; the exit status."""
-        if timeout > 0:
-            with contextlib.suppress(NotRunningError, NotFoundError):
-                self.runtime.kill(id, sig)
-            with contextlib.suppress(RuntimeTimeoutError):
-                return self.supervisor.wait(id, timeout)
-        with contextlib.suppress(NotRunningError, NotFoundError):
-            self.runtime.kill(id, _signal.SIGKILL, all=True)
-        try:
-            return self.supervisor.wait(id, 60.0)
-        except RuntimeTimeoutError:
-            raise
-        except OCIRuntimeError:
-            # nobody supervises it any more (conmon killed, or an in-process supervisor of an
-            # earlier process): the runtime says when it is gone; the exit code is lost
-            deadline = time.monotonic() + 10.0
-            while self._running(id):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-            return ExitStatus(exit_code=255)
 
     def stop_container(self, id: str, timeout: float = 0) -> None:
         """Stop signal (SIGTERM unless the config names one), ``timeout`` s, SIGKILL; idempotent."""
@@ -1109,7 +759,8 @@ class SandboxManager:
         self._refresh(c)
         if c.state != ContainerState.CONTAINER_RUNNING:
             return
-        status = self._kill_and_wait(c.id, timeout, c.config.stop_signal or _signal.SIGTERM)
+        status = processes.kill_and_wait(self.supervisor, self.runtime, c.id, timeout,
+                                         c.config.stop_signal or _signal.SIGTERM)
         self._record_exit(c, status)
 
     def remove_container(self, id: str) -> None:
@@ -1128,9 +779,9 @@ class SandboxManager:
     def _remove_container_locked(self, c: Container) -> None:
         self._stop_container_locked(c, 0)
         c.phase = "removing"
-        self._save(c)
+        self.records.save(c)
         if "runtime" in c.steps:
-            self._delete_from_runtime(c.id)
+            processes.delete(self.supervisor, self.runtime, c.id)
         self._forget_container(c)
 
     def container_status(self, id: str) -> Container:
@@ -1158,18 +809,20 @@ class SandboxManager:
                 out.append(c)
         return sorted(out, key=lambda c: c.created_at)
 
-    def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> ExecResult:
-        """Run ``cmd`` in a running container; exit code, stdout, stderr."""
+    def _running_container(self, id: str) -> Container:
         c = self.container_status(id)
         if c.state != ContainerState.CONTAINER_RUNNING:
             raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        return c
+
+    def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> ExecResult:
+        """Run ``cmd`` in a running container; exit code, stdout, stderr."""
+        self._running_container(id)
         return self.supervisor.exec_sync(id, list(cmd), timeout)
 
     def attach(self, id: str) -> AttachStream:
         """Connect to a running container's stdio (output from now on; stdin if configured)."""
-        c = self.container_status(id)
-        if c.state != ContainerState.CONTAINER_RUNNING:
-            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        self._running_container(id)
         return self.supervisor.attach(id)
 
     def resize_tty(self, id: str, rows: int, cols: int) -> None:
@@ -1177,43 +830,41 @@ class SandboxManager:
         c = self.container_status(id)
         if not c.config.tty:
             raise InvalidArgumentError(f"container {id} has no tty")
-        if c.state != ContainerState.CONTAINER_RUNNING:
-            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        self._running_container(id)
         self.supervisor.resize(id, rows, cols)
 
     def update_container_resources(self, id: str, resources: LinuxContainerResources) -> None:
         """Change a running container's cgroup limits (and remember them in its record)."""
         c = self._get_container(id)
         with self._sandbox_lock(c.sandbox_id):
-            spec = oci.generate(oci.default_spec(), *_with_resources(resources))
+            spec = oci.generate(oci.default_spec(), *resources_opts(resources))
             res = spec.linux.resources if spec.linux else None
             if res is None:
                 raise InvalidArgumentError(f"no resources to update in {resources!r}")
             self.runtime.update(id, res)
             c.config = attrs.evolve(
                 c.config, linux=attrs.evolve(c.config.linux, resources=resources))
-            self._save(c)
+            self.records.save(c)
 
     def reopen_container_log(self, id: str) -> None:
         """Continue the container's log in a new file (after the old one was moved away)."""
-        c = self.container_status(id)
-        if c.state != ContainerState.CONTAINER_RUNNING:
-            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        self._running_container(id)
         self.supervisor.reopen_log(id)
 
     def container_stats(self, id: str) -> ContainerStats:
         """CPU, memory and pid usage from the container's cgroup v1 directories."""
         c = self._get_container(id)
-        return _cgroup_stats(c.id, c.cgroups_path)
+        return ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
 
     def sandbox_stats(self, id: str) -> SandboxStats:
         """The pod's usage: pause plus every container, summed; containers listed."""
         sb = self._get_sandbox(id)
-        containers = tuple(_cgroup_stats(c.id, c.cgroups_path)
+        containers = tuple(ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
                            for c in self._containers_of(id) if c.cgroups_path)
         every = containers
         if sb.cgroups_path:
-            every = (_cgroup_stats(sb.id, sb.cgroups_path), *containers)
+            every = (ContainerStats.of(sb.id, cgroups.usage(sb.cgroups_path), _now()),
+                     *containers)
         return SandboxStats(
             id=id, timestamp=_now(),
             cpu_usage_core_nano_seconds=sum(s.cpu_usage_core_nano_seconds for s in every),
@@ -1238,8 +889,8 @@ class SandboxManager:
         errors: builtins.list[str] = []
         for path in self._sweep_temps():
             _log.info("recover: removed %s (a write cut short)", path)
-        sandboxes = {s.id: s for s in self._load_records("sandboxes", Sandbox)}
-        containers: builtins.list[Container] = self._load_records("containers", Container)
+        sandboxes = {s.id: s for s in self.records.load("sandboxes", Sandbox)}
+        containers = self.records.load("containers", Container)
         with self._lock:  # records this manager already holds stay the ones in use
             for s in sandboxes.values():
                 sandboxes[s.id] = self._sandboxes.setdefault(s.id, s)
@@ -1247,13 +898,37 @@ class SandboxManager:
             containers = [self._containers.setdefault(c.id, c) for c in containers]
             for c in containers:
                 self._names.setdefault(c.name, c.id)
-        adopted_c = []
+        adopted_c = self._recover_containers(containers, sandboxes, rolled, errors)
+        recovery.remove_orphan_dirs(self.root_dir, set(sandboxes), {c.id for c in containers})
+        adopted_s = self._recover_sandboxes(sandboxes.values(), rolled, errors)
+        try:
+            self._unmount_unused_pause_rootfs()
+        except (PodkitError, OSError) as exc:
+            errors.append(f"unmount unused pause rootfs: {exc}")
+        return RecoveryReport(sandboxes=tuple(adopted_s), containers=tuple(adopted_c),
+                              rolled_back=tuple(rolled), errors=tuple(errors))
+
+    def _sweep_temps(self) -> builtins.list[Path]:
+        extra = []
+        if self.networks is not None:
+            extra.append(Path(self.networks.client.cache_dir) / "results")
+        if isinstance(self.supervisor, ConmonSupervisor):
+            base = self.supervisor.conmon.state_dir / "containers"
+            extra += sorted(base.iterdir()) if base.is_dir() else []
+        return recovery.sweep_temps(self.state_dir, self.root_dir, extra=extra,
+                                    older_than=self._opened_at)
+
+    def _recover_containers(self, containers: builtins.list[Container],
+                            sandboxes: Mapping[str, Sandbox], rolled: builtins.list[str],
+                            errors: builtins.list[str]) -> builtins.list[str]:
+        """Remove the containers caught half-made or half-removed; adopt the rest (their IDs)."""
+        adopted = []
         for c in containers:
             sb = sandboxes.get(c.sandbox_id)
             if c.phase != "created" or sb is None or sb.phase != "created":
                 try:
                     if "runtime" in c.steps:
-                        self._delete_from_runtime(c.id)
+                        processes.delete(self.supervisor, self.runtime, c.id)
                     self._forget_container(c)
                     rolled.append(c.id)
                 except PodkitError as exc:
@@ -1261,13 +936,17 @@ class SandboxManager:
             else:
                 with self._sandbox_lock(c.sandbox_id):
                     self._refresh(c)
-                adopted_c.append(c.id)
-        self._remove_orphan_dirs(set(sandboxes), {c.id for c in containers})
-        adopted_s = []
-        for sb in sandboxes.values():
+                adopted.append(c.id)
+        return adopted
+
+    def _recover_sandboxes(self, sandboxes: Iterable[Sandbox], rolled: builtins.list[str],
+                           errors: builtins.list[str]) -> builtins.list[str]:
+        """Undo the pods caught half-made or half-removed; adopt the rest (their IDs)."""
+        adopted = []
+        for sb in sandboxes:
             if sb.phase == "created":
                 self.sandbox_status(sb.id)
-                adopted_s.append(sb.id)
+                adopted.append(sb.id)
                 continue
             with self._sandbox_lock(sb.id):
                 errs = self._undo_sandbox(sb)
@@ -1277,35 +956,7 @@ class SandboxManager:
                 else:
                     self._forget_sandbox(sb)
                     rolled.append(sb.id)
-        try:
-            self._unmount_unused_pause_rootfs()
-        except (PodkitError, OSError) as exc:
-            errors.append(f"unmount unused pause rootfs: {exc}")
-        return RecoveryReport(sandboxes=tuple(adopted_s), containers=tuple(adopted_c),
-                              rolled_back=tuple(rolled), errors=tuple(errors))
-
-    def _sweep_temps(self) -> builtins.list[Path]:
-        """``atomic_write`` temp files an earlier process left in the record, bundle, conmon
-        and CNI result cache dirs (only files older than this manager: its own writes are
-        never touched)."""
-        dirs = [self.state_dir / "sandboxes", self.state_dir / "containers"]
-        if self.networks is not None:
-            dirs.append(Path(self.networks.client.cache_dir) / "results")
-        for kind in ("sandboxes", "containers"):
-            dirs += [d / "bundle" for d in (self.root_dir / kind).iterdir()]
-        if isinstance(self.supervisor, ConmonSupervisor):
-            base = self.supervisor.conmon.state_dir / "containers"
-            dirs += sorted(base.iterdir()) if base.is_dir() else []
-        return [p for d in dirs for p in sweep_atomic_temps(d, older_than=self._opened_at)]
-
-    def _remove_orphan_dirs(self, sandboxes: set[str], containers: set[str]) -> None:
-        """Directories under root_dir without a record (a crash between writing and recording)."""
-        for kind, known in (("sandboxes", sandboxes), ("containers", containers)):
-            for d in (self.root_dir / kind).iterdir():
-                if d.name not in known:
-                    with contextlib.suppress(PodkitError):
-                        _umount(str(d / "shm"))
-                    shutil.rmtree(d, ignore_errors=True)
+        return adopted
 
     def remove_all(self) -> None:
         """Stop and remove every pod (and so every container) this manager knows.

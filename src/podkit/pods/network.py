@@ -12,8 +12,50 @@ from typing import Any
 from podkit import cni
 from podkit._files import atomic_write
 from podkit.errors import InvalidArgumentError
+from podkit.pods.config import SandboxConfig
 
-__all__ = ["bandwidth", "cni_cannot_run", "default_network_config", "default_networks", "quantity"]
+__all__ = [
+    "bandwidth",
+    "cni_args",
+    "cni_cannot_run",
+    "cni_capability_args",
+    "default_network_config",
+    "default_networks",
+    "quantity",
+]
+
+def cni_args(config: SandboxConfig, sandbox_id: str) -> tuple[tuple[str, str], ...]:
+    """The ``CNI_ARGS`` kubelet's pods get: namespace, name, UID and the sandbox ID."""
+    md = config.metadata
+    return cni.kubernetes_args(md.namespace, md.name, md.uid, sandbox_id)
+
+
+def cni_capability_args(config: SandboxConfig) -> dict[str, Any]:
+    """The pod's CNI capability arguments: host ports, bandwidth, DNS, cgroup, annotations.
+
+    Bad annotations or port mappings raise here, so a caller can check before creating
+    anything."""
+    kw: dict[str, Any] = {}
+    ports = [
+        cni.PortMapping(pm.host_port, pm.container_port, pm.protocol.name.lower(),
+                        pm.host_ip or None)
+        for pm in config.port_mappings if pm.host_port > 0
+    ]
+    if ports:
+        kw["port_mappings"] = ports
+    bw = bandwidth(config.annotations)
+    if bw is not None:
+        kw["bandwidth"] = bw
+    if config.dns_config is not None:
+        kw["dns"] = cni.DNSConfig(servers=tuple(config.dns_config.servers),
+                                  searches=tuple(config.dns_config.searches),
+                                  options=tuple(config.dns_config.options))
+    if config.linux.cgroup_parent:
+        kw["cgroup_path"] = config.linux.cgroup_parent
+    if config.annotations:
+        kw["pod_annotations"] = dict(config.annotations)
+    return cni.capability_args(**kw)
+
 
 def cni_cannot_run(exc: BaseException) -> bool:
     """Whether a CNI DEL failed in a way no retry fixes: a plugin binary is missing or its

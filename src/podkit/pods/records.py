@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from podkit import cgroups
 from podkit.pods.config import ContainerConfig, NamespaceMode, SandboxConfig
 
 __all__ = [
@@ -166,6 +167,15 @@ class ContainerStats:
     memory_working_set_bytes: int
     memory_rss_bytes: int
     process_count: int
+
+    @classmethod
+    def of(cls, id: str, usage: cgroups.CgroupUsage, timestamp: int) -> ContainerStats:
+        """The stats of ``id`` from its cgroup ``usage`` (``podkit.cgroups.usage``)."""
+        return cls(id=id, timestamp=timestamp,
+                   cpu_usage_core_nano_seconds=usage.cpu_usage_core_nano_seconds,
+                   memory_usage_bytes=usage.memory_usage_bytes,
+                   memory_working_set_bytes=usage.memory_working_set_bytes,
+                   memory_rss_bytes=usage.memory_rss_bytes, process_count=usage.process_count)
 
 
 @attrs.frozen(kw_only=True)

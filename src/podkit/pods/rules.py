@@ -11,9 +11,18 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 
+import attrs
+
 from podkit import oci
 from podkit.errors import InvalidArgumentError, quote
-from podkit.pods.config import ContainerMetadata, DNSConfig, PodSandboxMetadata, SandboxConfig
+from podkit.pods.config import (
+    ContainerConfig,
+    ContainerMetadata,
+    DNSConfig,
+    NamespaceMode,
+    PodSandboxMetadata,
+    SandboxConfig,
+)
 
 __all__ = [
     "ANNOTATION_CONTAINER_NAME",
@@ -34,6 +43,7 @@ __all__ = [
     "container_name",
     "current_oom_score_adj",
     "host_hostname",
+    "infraless_pid_namespace",
     "matching",
     "merge_env",
     "resolv_conf",
@@ -227,3 +237,24 @@ def without_default_security_settings(spec: oci.Spec) -> None:
         spec.process.rlimits = None
     if spec.linux is not None:
         spec.linux.seccomp = None
+
+
+def infraless_pid_namespace(config: ContainerConfig, pod: SandboxConfig, *, has_pause: bool,
+                            pod_pid_known: bool) -> tuple[ContainerConfig, bool]:
+    """A POD pid namespace in a pod without a pause: the config to build with, and whether
+    the container owns (or can stand in for) the pod's pid namespace.
+
+    Without a running owner yet (``pod_pid_known`` false) the container gets a new pid
+    namespace of its own (mode CONTAINER), which becomes the pod's; once one runs, later POD
+    containers join it and can stand in for it when it exits.
+    """
+    ns = config.linux.security_context.namespace_options
+    if has_pause or ns.pid != NamespaceMode.POD:
+        return config, False
+    if pod_pid_known or pod.linux.security_context.namespace_options.pid == NamespaceMode.NODE:
+        return config, True
+    own = attrs.evolve(config, linux=attrs.evolve(
+        config.linux, security_context=attrs.evolve(
+            config.linux.security_context, namespace_options=attrs.evolve(
+                ns, pid=NamespaceMode.CONTAINER))))
+    return own, True

@@ -1,0 +1,115 @@
+"""The pause program of a manager and, when it comes from an image, its shared rootfs.
+
+Every pod's pause runs on one rootfs made from the pause image in the image store. It is
+mounted while a pause starts (made again if it was unmounted) and unmounted once no pod of
+the manager uses it; a file lock per rootfs keeps one process from unmounting it under a
+pause another process is starting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from podkit import image
+from podkit._files import file_lock
+from podkit.errors import ConflictError
+from podkit.pods import images as pod_images
+from podkit.pods.records import PauseConfig
+
+__all__ = ["PauseRootfs"]
+
+
+class PauseRootfs:
+    """The manager's pause (``config``; ``None``: infra-less pods) and its shared rootfs.
+
+    ``images`` is the store a pause given as an image lives in (``None``: the pause is a
+    plain directory, never unmounted).
+    """
+
+    def __init__(self, config: PauseConfig | None, images: image.ImageStore | None) -> None:
+        self.config = config
+        self.images = images
+        self._lock = threading.Lock()
+        self._roots: dict[str, str] = {}  # pod ID -> its pause rootfs (from its bundle)
+
+    def key(self, rootfs: str) -> str:
+        """The store key of a shared pause rootfs at ``rootfs`` (``""`` if it is not one)."""
+        if self.images is None:
+            return ""
+        path = Path(os.path.abspath(rootfs))
+        key = path.parent.name
+        ours = path.parent.parent == Path(os.path.abspath(self.images.root)) / "containers"
+        pause = key.startswith(pod_images.PAUSE_ROOTFS_PREFIX)
+        return key if ours and path.name == "rootfs" and pause else ""
+
+    def lock(self, key: str, *, shared: bool,
+             blocking: bool = True) -> contextlib.AbstractContextManager[int]:
+        """Shared while a process starts a pause on the rootfs ``key``; exclusive to unmount
+        or make it again (so no process unmounts it under a starting pause)."""
+        assert self.images is not None
+        locks = self.images.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        return file_lock(locks / f"{key}.lock", shared=shared, blocking=blocking)
+
+    @contextlib.contextmanager
+    def ready(self) -> Iterator[None]:
+        """The pause rootfs is mounted (made again if it was unmounted) for the ``with`` body."""
+        assert self.config is not None
+        key = self.key(self.config.rootfs) if self.config.image else ""
+        if not key:
+            yield
+            return
+        while True:
+            with self.lock(key, shared=True):
+                if pod_images.populated(Path(self.config.rootfs)):
+                    yield
+                    return
+            with self.lock(key, shared=False):
+                if not pod_images.populated(Path(self.config.rootfs)):
+                    assert self.images is not None
+                    self.config = pod_images.pause_config(self.images, self.config.image)
+
+    def rootfs_of(self, pod_id: str, bundle: Path) -> str:
+        """The rootfs of a pod's pause, from its ``bundle`` (the current pause's if none)."""
+        with self._lock:
+            known = self._roots.get(pod_id)
+        if known is not None:
+            return known
+        try:
+            root = json.loads((bundle / "config.json").read_text())["root"]["path"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.config.rootfs if self.config is not None else ""
+        path = os.path.abspath(os.path.join(bundle, str(root)))
+        with self._lock:
+            self._roots[pod_id] = path
+        return path
+
+    def forget(self, pod_id: str) -> None:
+        """The pod is gone: its rootfs no longer counts as used."""
+        with self._lock:
+            self._roots.pop(pod_id, None)
+
+    def unmount_unused(self, pods: Iterable[tuple[str, Path]]) -> None:
+        """Unmount each shared pause rootfs of the store that none of ``pods`` (pod ID, pause
+        bundle) uses and no process is starting a pause on (a running pause needs no host
+        mount)."""
+        if self.images is None:
+            return
+        mounted = [d for d in sorted((self.images.root / "containers").glob(
+            pod_images.PAUSE_ROOTFS_PREFIX + "*")) if os.path.ismount(d / "rootfs")]
+        if not mounted:
+            return
+        used = {self.rootfs_of(id, bundle) for id, bundle in pods}
+        if self.config is not None and not self.config.image:  # could not be made again
+            used.add(os.path.abspath(self.config.rootfs))
+        for d in mounted:
+            if os.path.abspath(d / "rootfs") in used:
+                continue
+            with contextlib.suppress(ConflictError), \
+                    self.lock(d.name, shared=False, blocking=False):
+                image.unmount_rootfs(self.images, d.name)

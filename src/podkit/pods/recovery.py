@@ -1,0 +1,37 @@
+"""What ``SandboxManager.recover()`` sweeps besides the records: temp files of writes cut
+short and directories no record names (a crash between making them and recording them)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from podkit import netns
+from podkit._files import sweep_atomic_temps
+from podkit.errors import PodkitError
+
+__all__ = ["remove_orphan_dirs", "sweep_temps"]
+
+
+def sweep_temps(state_dir: Path, root_dir: Path, *, extra: Iterable[Path] = (),
+                older_than: float) -> list[Path]:
+    """Remove the ``atomic_write`` temp files an earlier process left in the record and
+    bundle dirs (and the ``extra`` dirs: the CNI result cache, conmon's state); only files
+    older than ``older_than`` go (a live manager's own writes are never touched)."""
+    dirs = [state_dir / "sandboxes", state_dir / "containers", *extra]
+    for kind in ("sandboxes", "containers"):
+        dirs += [d / "bundle" for d in (root_dir / kind).iterdir()]
+    return [p for d in dirs for p in sweep_atomic_temps(d, older_than=older_than)]
+
+
+def remove_orphan_dirs(root_dir: Path, sandboxes: set[str], containers: set[str]) -> None:
+    """Remove the pod and container directories under ``root_dir`` without a record (their
+    /dev/shm unmounted first)."""
+    for kind, known in (("sandboxes", sandboxes), ("containers", containers)):
+        for d in (root_dir / kind).iterdir():
+            if d.name not in known:
+                with contextlib.suppress(PodkitError):
+                    netns.unmount_all(d / "shm")
+                shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,273 @@
+"""run_sandbox's steps as objects: each :class:`Step` names what it creates and how to undo it.
+
+A pod's record lists the names of the steps whose effects exist (``Sandbox.steps``), written
+before each step is taken, so a failure, ``remove_sandbox`` or a later ``recover()`` undoes
+exactly those, in reverse, by looking each name up in the manager's table
+(``SandboxManager.steps``). The names and their order are ``SANDBOX_STEPS`` (with a pause)
+and ``INFRALESS_STEPS`` (without); records written by earlier versions use the same names.
+
+:class:`SandboxSteps` does the work of each step for one manager; a test replaces one entry of
+a manager's table to make a step fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from podkit import cni, netns
+from podkit.errors import PodkitError
+from podkit.pods import network, processes, rules
+from podkit.pods.config import NamespaceMode
+from podkit.pods.pause import PauseRootfs
+from podkit.pods.records import Sandbox
+from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
+from podkit.runtime import Runtime, Supervisor
+
+__all__ = ["SHM_SIZE", "SandboxSteps", "Step", "undo_steps"]
+
+SHM_SIZE = 64 << 20
+"""Size of a pod's /dev/shm tmpfs (containerd's default)."""
+
+_log = logging.getLogger("podkit.sandbox")
+
+
+@attrs.frozen
+class Step:
+    """One step of ``run_sandbox``: ``do`` creates something for the pod, ``undo`` removes it
+    (also when only the record says it may exist: undoing what never happened is harmless)."""
+
+    name: str
+    do: Callable[[Sandbox], None]
+    undo: Callable[[Sandbox], None]
+
+
+class SandboxSteps:
+    """The work of each ``run_sandbox`` step (netns, network, files, pause, namespaces).
+
+    ``root_dir/sandboxes/<id>`` holds a pod's files and its pause bundle; ``networks`` gives
+    the pod networks of the moment (they may be loaded late); ``pause`` is the manager's
+    pause and its shared rootfs.
+    """
+
+    def __init__(self, *, root_dir: Path, supervisor: Supervisor, runtime: Runtime,
+                 pause: PauseRootfs, networks: Callable[[], cni.Networks | None],
+                 oom_score_floor: int) -> None:
+        self.root_dir = root_dir
+        self.supervisor = supervisor
+        self.runtime = runtime
+        self.pause = pause
+        self.networks = networks
+        self.oom_score_floor = oom_score_floor
+
+    def table(self) -> dict[str, Step]:
+        """Every step by name (the names the records use)."""
+        return {s.name: s for s in (
+            Step("netns", self.do_netns, self.undo_netns),
+            Step("network", self.do_network, self.undo_network),
+            Step("files", self.do_files, self.undo_files),
+            Step("pause", self.do_pause, self.undo_pause),
+            Step("namespaces", self.do_namespaces, self.undo_namespaces),
+        )}
+
+    def sandbox_dir(self, id: str) -> Path:
+        """The directory of a pod's files and pause bundle."""
+        return self.root_dir / "sandboxes" / id
+
+    def files(self, sb: Sandbox) -> SandboxFiles:
+        """The pod's hostname, hosts, resolv.conf and shm paths."""
+        return SandboxFiles.under(self.sandbox_dir(sb.id))
+
+    # -- netns ------------------------------------------------------------------------------
+
+    def do_netns(self, sb: Sandbox) -> None:
+        """Create and pin the pod's network namespace at ``sb.netns_path`` (loopback up)."""
+        netns.create(os.path.basename(sb.netns_path), dir=os.path.dirname(sb.netns_path),
+                     loopback_up=True)
+
+    def undo_netns(self, sb: Sandbox) -> None:
+        """Unpin and remove the pod's network namespace."""
+        if sb.netns_path:
+            netns.remove(sb.netns_path)
+
+    # -- network ----------------------------------------------------------------------------
+
+    def do_network(self, sb: Sandbox) -> None:
+        """CNI ADD on every network; the pod's IPs, eth0's first."""
+        nets = self.networks()
+        assert nets is not None
+        result = nets.setup(sb.id, sb.netns_path, args=network.cni_args(sb.config, sb.id),
+                            capability_args=network.cni_capability_args(sb.config))
+        first = [ip for ip in (result.primary_ip("eth0", 4), result.primary_ip("eth0", 6)) if ip]
+        if not first:
+            raise PodkitError(f"sandbox {sb.id}: CNI gave eth0 no IP address")
+        others = [ip.ip for name, iface in result.interfaces.items() if name != "lo"
+                  for ip in iface.ips if ip.ip not in first]
+        sb.ips = tuple(dict.fromkeys([*first, *others]))
+
+    def undo_network(self, sb: Sandbox) -> None:
+        """CNI DEL (without a netns path once the netns is gone)."""
+        nets = self.networks()
+        if nets is None:
+            return
+        path = sb.netns_path if sb.netns_path and netns.exists(sb.netns_path) else ""
+        nets.remove(sb.id, path, args=network.cni_args(sb.config, sb.id),
+                    capability_args=network.cni_capability_args(sb.config))
+
+    def give_up_network(self, sb: Sandbox, exc: BaseException) -> None:
+        """Drop the pod's CNI cache entries after a DEL that cannot run; log what is left."""
+        nets = self.networks()
+        assert nets is not None
+        client = nets.client
+        for att in client.cached_attachments(sb.id):
+            client.cache.remove(att.network, att.container_id, att.ifname)
+        _log.warning(
+            "sandbox %s (%s): CNI DEL cannot run (%s); removed without it: whatever the "
+            "plugins set up for it (addresses, links, rules) was not undone", sb.id, sb.name,
+            exc)
+
+    # -- files ------------------------------------------------------------------------------
+
+    def do_files(self, sb: Sandbox) -> None:
+        """hostname, hosts, resolv.conf and (with a pod IPC namespace) a tmpfs for /dev/shm."""
+        d = self.sandbox_dir(sb.id)
+        d.mkdir(parents=True, exist_ok=True)
+        files = self.files(sb)
+        hostname = rules.host_hostname() if sb.host_network else (
+            sb.config.hostname or rules.host_hostname())
+        Path(files.hostname).write_text(hostname + "\n")
+        hosts = Path("/etc/hosts")
+        Path(files.hosts).write_bytes(hosts.read_bytes() if hosts.exists() else b"")
+        dns = sb.config.dns_config
+        if dns is not None:
+            Path(files.resolv_conf).write_text(rules.resolv_conf(dns))
+        else:
+            host = Path("/etc/resolv.conf")
+            Path(files.resolv_conf).write_bytes(host.read_bytes() if host.exists() else b"")
+        ns = sb.config.linux.security_context.namespace_options
+        if ns.ipc != NamespaceMode.NODE:
+            Path(files.shm).mkdir(exist_ok=True)
+            netns.mount_shm(files.shm, SHM_SIZE)
+
+    def undo_files(self, sb: Sandbox) -> None:
+        """Unmount /dev/shm, remove the pod's directory (files and pause bundle)."""
+        d = self.sandbox_dir(sb.id)
+        netns.unmount_all(self.files(sb).shm)
+        shutil.rmtree(d, ignore_errors=True)
+        if d.exists():
+            raise PodkitError(f"could not remove {d}")
+
+    # -- pause ------------------------------------------------------------------------------
+
+    def write_pause_bundle(self, sb: Sandbox) -> None:
+        """The pause's bundle (inside the sandbox dir, removed with the files)."""
+        pause = self.pause.config
+        assert pause is not None
+        bundle = self.sandbox_dir(sb.id) / "bundle"
+        bundle.mkdir(exist_ok=True)
+        spec = build_sandbox_spec(
+            sb.config, id=sb.id, files=self.files(sb), args=pause.args, env=pause.env,
+            rootfs=pause.rootfs, netns_path=sb.netns_path or None, pause_image=pause.image,
+            oom_score_floor=self.oom_score_floor,
+        )
+        sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
+        spec.dump(bundle / "config.json")
+
+    def do_pause(self, sb: Sandbox) -> None:
+        """Create and start the pause under the supervisor (its rootfs mounted meanwhile)."""
+        d = self.sandbox_dir(sb.id)
+        bundle = d / "bundle"
+        if not (bundle / "config.json").exists():  # not written while CNI ran (host network)
+            self.write_pause_bundle(sb)
+        with self.pause.ready():
+            sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
+
+    def undo_pause(self, sb: Sandbox) -> None:
+        """Kill and delete the pause."""
+        processes.delete(self.supervisor, self.runtime, sb.id)
+
+    # -- namespaces (infra-less pods) -------------------------------------------------------
+
+    def do_namespaces(self, sb: Sandbox) -> None:
+        """Pin new IPC/UTS namespaces under the pod's ``ns`` dir (no pause keeps them)."""
+        try:
+            netns.pin_namespaces(self.sandbox_dir(sb.id) / "ns", pinned_kinds(sb),
+                                 hostname=sb.config.hostname, netns_path=sb.netns_path,
+                                 sysctls=sb.config.linux.sysctls)
+        except netns.InvalidArgumentError as exc:  # a sysctl the pod asked for
+            raise SandboxConfigError(str(exc)) from None
+
+    def undo_namespaces(self, sb: Sandbox) -> None:
+        """Unpin them."""
+        ns_dir = self.sandbox_dir(sb.id) / "ns"
+        for kind in ("ipc", "uts"):
+            netns.unmount_all(ns_dir / kind)
+            (ns_dir / kind).unlink(missing_ok=True)
+
+
+def pinned_kinds(sb: Sandbox) -> list[str]:
+    """The namespaces an infra-less pod pins: IPC unless the host's, UTS unless host network."""
+    ns = sb.config.linux.security_context.namespace_options
+    kinds = [] if ns.ipc == NamespaceMode.NODE else ["ipc"]
+    return kinds if sb.host_network else [*kinds, "uts"]
+
+
+def network_and_files(sb: Sandbox, network_step: Step, files_step: Step,
+                      also: Callable[[Sandbox], None] | None = None) -> None:
+    """CNI ADD on a helper thread while this one writes the pod files (and does ``also``:
+    the pause bundle).
+
+    Neither needs the other (the files and the bundle do not depend on the CNI result); both
+    steps are recorded before either starts, and undoing one that did not happen is harmless,
+    so a failure of either rolls back the same way. The files' error wins; the network's is a
+    note on it.
+    """
+    failure: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            network_step.do(sb)
+        except BaseException as exc:  # handed to the caller
+            failure.append(exc)
+
+    thread = threading.Thread(target=add, name=f"cni-add-{sb.id[:12]}")
+    thread.start()
+    try:
+        files_step.do(sb)
+        if also is not None:
+            also(sb)
+    except BaseException as exc:
+        thread.join()
+        for e in failure:
+            exc.add_note(f"the network setup meanwhile failed too: {e}")
+        raise
+    thread.join()
+    if failure:
+        raise failure[0]
+
+
+def undo_steps(sb: Sandbox, table: dict[str, Step],
+               save: Callable[[Sandbox], None]) -> list[BaseException]:
+    """Undo every step the record lists, in reverse, looking each up in ``table``; the record
+    keeps the steps whose undo failed (their errors are returned). ``save`` shrinks the record
+    as steps go (best effort)."""
+    errors: list[BaseException] = []
+    for name in reversed(sb.steps):
+        try:
+            table[name].undo(sb)
+        except Exception as exc:
+            errors.append(exc)
+            continue
+        sb.steps = tuple(s for s in sb.steps if s != name)
+        if not sb.steps:
+            break  # all undone: every caller drops the record next, no write needed
+        with contextlib.suppress(Exception):  # best effort: the record only shrinks
+            save(sb)
+    return errors
