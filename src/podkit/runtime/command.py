@@ -29,6 +29,8 @@ __all__ = [
     "CommandFds",
     "CommandResult",
     "command_error",
+    "create_args",
+    "exec_args",
     "logged_error",
     "read_fd",
     "status_from_rc",
@@ -217,6 +219,43 @@ class Command:
         except BaseException:
             child.kill_group()
             raise
+
+
+def create_args(
+    verb: str,
+    id: str,
+    bundle: str,
+    pid_file: str,
+    console_socket: str | os.PathLike[str] | None,
+    no_pivot: bool,
+    no_new_keyring: bool,
+    preserve_fds: int,
+    extra: Sequence[str],
+) -> list[str]:
+    """The arguments of ``create``/``run``/``restore`` (``verb``) after the global flags."""
+    args = [verb, "--bundle", bundle, "--pid-file", pid_file]
+    if console_socket is not None:
+        args += ["--console-socket", os.fspath(console_socket)]
+    if no_pivot:
+        args.append("--no-pivot")
+    if no_new_keyring:
+        args.append("--no-new-keyring")
+    if preserve_fds:
+        args += ["--preserve-fds", str(preserve_fds)]
+    return [*args, *extra, id]
+
+
+def exec_args(id: str, args: Sequence[str], pid_file: str, env: Sequence[str],
+              cwd: str | None, user: str | None) -> list[str]:
+    """The arguments of a foreground ``exec`` of ``args`` with the container's own process."""
+    argv = ["exec", "--pid-file", pid_file]
+    for e in env:
+        argv += ["--env", e]
+    if cwd is not None:
+        argv += ["--cwd", cwd]
+    if user is not None:
+        argv += ["--user", user]
+    return [*argv, id, *args]
 
 
 def command_error(name: str, rc: int, argv: Sequence[str], log_text: str) -> OCIRuntimeError:

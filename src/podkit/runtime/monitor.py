@@ -48,8 +48,10 @@ __all__ = [
     "Subscription",
     "default_monitor",
     "is_subreaper",
+    "kill_pid_file",
     "kill_process_group",
     "set_subreaper",
+    "wait_exit",
     "wait_gone",
 ]
 
@@ -372,6 +374,31 @@ def wait_gone(pidfd: int, timeout: float) -> bool:
             return False
         time.sleep(min(delay, left))
         delay = min(delay * 2, 0.02)
+
+
+def wait_exit(pid: int, timeout: float | None) -> bool | None:
+    """Wait on a pidfd for any process's exit (not reaping it): True once it has exited,
+    False at the timeout, None when it was gone already."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(None if timeout is None else int(timeout * 1000)))
+    finally:
+        os.close(fd)
+
+
+def kill_pid_file(pid_path: str | os.PathLike[str]) -> None:
+    """SIGKILL the process (not its group) whose pid is in ``pid_path``, if there is one."""
+    try:
+        pid = int(Path(pid_path).read_text().strip())
+    except (OSError, ValueError):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, _signal.SIGKILL)
 
 
 class PidFileProcess:

@@ -22,7 +22,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import select
 import shutil
 import signal as _signal
 import tempfile
@@ -48,6 +47,8 @@ from podkit.runtime.command import (
     Command,
     CommandResult,
     command_error,
+    create_args,
+    exec_args,
     logged_error,
     status_from_rc,
 )
@@ -59,7 +60,14 @@ from podkit.runtime.errors import (
     UnsupportedOperationError,
 )
 from podkit.runtime.io import IO, CappedOutput, NullIO
-from podkit.runtime.monitor import Monitor, PidFileProcess, Subscription, default_monitor
+from podkit.runtime.monitor import (
+    Monitor,
+    PidFileProcess,
+    Subscription,
+    default_monitor,
+    kill_pid_file,
+    wait_exit,
+)
 from podkit.runtime.results import (
     CpuStats,
     Event,
@@ -364,29 +372,6 @@ class Runc:
         warnings.warn(UnsupportedFieldWarning(f"{self.name} will ignore: {text}", problems),
                       stacklevel=3)
 
-    def _create_args(
-        self,
-        verb: str,
-        id: str,
-        bundle: Bundle,
-        pid_file: str,
-        console_socket: str | os.PathLike[str] | None,
-        no_pivot: bool,
-        no_new_keyring: bool,
-        preserve_fds: int,
-        extra: Sequence[str],
-    ) -> builtins.list[str]:
-        args = [verb, "--bundle", str(bundle.path), "--pid-file", pid_file]
-        if console_socket is not None:
-            args += ["--console-socket", os.fspath(console_socket)]
-        if no_pivot:
-            args.append("--no-pivot")
-        if no_new_keyring:
-            args.append("--no-new-keyring")
-        if preserve_fds:
-            args += ["--preserve-fds", str(preserve_fds)]
-        return [*args, *extra, id]
-
     def create(
         self,
         id: str,
@@ -442,7 +427,7 @@ class Runc:
                 if pid_file is None
                 else os.path.abspath(pid_file)
             )
-            args = self._create_args(verb, id, b, pid_path, console_socket, no_pivot,
+            args = create_args(verb, id, str(b.path), pid_path, console_socket, no_pivot,
                                      no_new_keyring, len(extra_files), extra)
             try:
                 self._run(args, io=io, capture=False, timeout=timeout, extra_fds=extra_files)
@@ -512,7 +497,7 @@ class Runc:
         self._monitor()
         with self._scratch.use() as scratch:
             pid_path = os.path.abspath(pid_file) if pid_file else os.path.join(scratch, f"{id}.pid")
-            args = self._create_args("run", id, b, pid_path, console_socket, no_pivot,
+            args = create_args("run", id, str(b.path), pid_path, console_socket, no_pivot,
                                      no_new_keyring, 0, [])
             try:
                 res = self._run(args, io=io if io is not None else NullIO(), capture=False,
@@ -678,7 +663,7 @@ class Runc:
                     return ExecProcess(id=id, pid=pid, subscription=sub)
                 res = self._run(args, io=io if io is not None else NullIO(), capture=False,
                                 timeout=timeout if timeout is not None else 0, check=False,
-                                on_timeout=lambda: self._kill_pid_file(pid_path))
+                                on_timeout=lambda: kill_pid_file(pid_path))
                 if res.returncode != 0 and logged_error(res.log):
                     raise self._error(res.returncode, self.command(*args), res.log)
                 return status_from_rc(res.returncode)
@@ -705,15 +690,6 @@ class Runc:
         """Block until a detached exec'd process exits; its ``ExitStatus``."""
         return process.wait(timeout)
 
-    @staticmethod
-    def _kill_pid_file(pid_path: str) -> None:
-        try:
-            pid = int(Path(pid_path).read_text().strip())
-        except (OSError, ValueError):
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, _signal.SIGKILL)
-
     def exec_sync(
         self,
         id: str,
@@ -739,14 +715,7 @@ class Runc:
             fd, pid_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-sync-", suffix=".pid")
             os.close(fd)
             os.unlink(pid_path)
-            argv = ["exec", "--pid-file", pid_path]
-            for e in self._merged_env(id, env):
-                argv += ["--env", e]
-            if cwd is not None:
-                argv += ["--cwd", cwd]
-            if user is not None:
-                argv += ["--user", user]
-            argv += [id, *args]
+            argv = exec_args(id, args, pid_path, self._merged_env(id, env), cwd, user)
             try:
                 with CappedOutput() as output, PidFileProcess(pid_path) as victim:
                     try:
@@ -783,23 +752,14 @@ class Runc:
             try:
                 sub = self._monitor().subscribe(st.pid)
                 self._inits[id] = sub
-            except NotFoundError:
-                return self._wait_foreign(id, st.pid, timeout)
+            except NotFoundError:  # not ours to reap: see the exit, the code is unknown
+                exited = wait_exit(st.pid, timeout)
+                if exited is False:
+                    raise RuntimeTimeoutError(
+                        f"container {id} still running after {timeout} s") from None
+                return ExitStatus(exit_code=255, exited_at=None if exited is None
+                                  else _dt.datetime.now(_dt.UTC))
         return sub.wait(timeout)
-
-    def _wait_foreign(self, id: str, pid: int, timeout: float | None) -> ExitStatus:
-        try:
-            fd = os.pidfd_open(pid)
-        except ProcessLookupError:
-            return ExitStatus(exit_code=255)
-        try:
-            poller = select.poll()
-            poller.register(fd, select.POLLIN)
-            if not poller.poll(None if timeout is None else int(timeout * 1000)):
-                raise RuntimeTimeoutError(f"container {id} still running after {timeout} s")
-        finally:
-            os.close(fd)
-        return ExitStatus(exit_code=255, exited_at=_dt.datetime.now(_dt.UTC))
 
     def stop(
         self, id: str, timeout: float = 10.0, signal: int | str = _signal.SIGTERM
