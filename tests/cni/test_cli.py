@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -10,17 +9,15 @@ from pathlib import Path
 import pytest
 
 from podkit import cni
-from podkit._cli import cni as cni_cli
+from podkit.cli import build_parser
 from podkit.errors import PodkitError
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 
 
 def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="podkit")
-    sub = parser.add_subparsers(dest="group")
-    cni_cli.register(sub)
-    args = parser.parse_args(argv)
+    """Run ``podkit`` with ``argv``, letting a ``PodkitError`` through (``main`` prints it)."""
+    args = build_parser().parse_args(argv)
     rc: int = args.func(args)
     return rc
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from image.conftest import FakeRegistry
 from image.imagebuild import BuiltImage, Layer, build_image
+from image.registries import FakeRegistry
 from podkit import image
 from podkit.image import (
     BlobNotFoundError,

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from support import require_binary, require_isolated
-from image.conftest import FakeRegistry, start_registry, stop_registry
 from image.imagebuild import BuiltImage, Layer, build_image, build_index, write_layout
+from image.registries import FakeRegistry, free_port, start_registry, stop_registry
 from image.registry_faults import assert_only_verified_blobs, run_probe, small_image
 from podkit.image import (
     BlobNotFoundError,
@@ -34,6 +33,7 @@ from podkit.image import (
     pull,
     push,
 )
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 
@@ -253,8 +253,6 @@ def test_timeout(fake_registry: FakeRegistry, tmp_path: Path) -> None:
 
 
 def test_unreachable_registry(tmp_path: Path) -> None:
-    from image.conftest import free_port
-
     ref = f"127.0.0.1:{free_port()}/test/app:v1"
     with pytest.raises(RegistryError, match=rf"{ref}: cannot reach 127.0.0.1.*after 2 attempts"):
         pull(ImageStore(tmp_path), ref, retries=1, backoff=0.01)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from image.imagebuild import BuiltImage, tar_dir, tree, write_docker_save, write_layout
 from podkit import oci
 from podkit.image import (
@@ -22,6 +21,7 @@ from podkit.image import (
     remove_rootfs,
     spec_opts,
 )
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}

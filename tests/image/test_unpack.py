@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from support import require_isolated, require_root
 from image.imagebuild import (
     BuiltImage,
     Layer,
@@ -40,6 +39,7 @@ from podkit.image import (
     unpack,
 )
 from podkit.image.unpack import OPAQUE_XATTR
+from support import require_isolated, require_root
 
 pytestmark = pytest.mark.integration
 

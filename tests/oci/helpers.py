@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from podkit import oci
 from podkit.oci import features as ft
-from podkit.oci._fields import INT_RANGES
 from podkit.oci.codec import wire_fields
 from podkit.oci.validate import CAPABILITIES, NAMESPACE_TYPES
+from podkit.oci.values import INT_RANGES
 
 JSON_LEAVES = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)

@@ -12,16 +12,6 @@ import attrs
 
 T = TypeVar("T")
 
-# Integer kinds and their inclusive ranges (Go types of specs-go).
-INT_RANGES: dict[str, tuple[int, int]] = {
-    "int": (-(2**63), 2**63 - 1),
-    "int32": (-(2**31), 2**31 - 1),
-    "int64": (-(2**63), 2**63 - 1),
-    "uint": (0, 2**64 - 1),
-    "uint16": (0, 2**16 - 1),
-    "uint32": (0, 2**32 - 1),
-    "uint64": (0, 2**64 - 1),
-}
 
 
 def _meta(wire: str | None, kind: str | None, required: bool) -> dict[str, Any]:

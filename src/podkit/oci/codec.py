@@ -30,7 +30,7 @@ import attrs
 
 from podkit import _files
 from podkit.errors import InvalidArgumentError
-from podkit.oci._fields import INT_RANGES
+from podkit.oci.values import INT_RANGES
 
 __all__ = [
     "SpecError",

@@ -24,7 +24,6 @@ from typing import Any
 
 import attrs
 
-from podkit.oci._fields import INT_RANGES
 from podkit.oci.codec import SpecError, key_path, wire_fields
 from podkit.oci.enums import UNKNOWN
 from podkit.oci.features import Features
@@ -57,6 +56,7 @@ from podkit.oci.values import (
     _STATUSES,
     _TIME_CLOCKS,
     CAPABILITIES,
+    INT_RANGES,
     MOUNT_OPTIONS,
     NAMESPACE_TYPES,
     RLIMITS,

@@ -8,6 +8,17 @@ from __future__ import annotations
 
 import re
 
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "int": (-(2**63), 2**63 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "uint": (0, 2**64 - 1),
+    "uint16": (0, 2**16 - 1),
+    "uint32": (0, 2**32 - 1),
+    "uint64": (0, 2**64 - 1),
+}
+"""Integer kinds of the models (the Go types of specs-go) and their inclusive ranges."""
+
 SPEC_VERSIONS = ("1.0.0", "1.0.1", "1.0.2", "1.1.0", "1.2.0", "1.2.1", "1.3.0")
 """Released runtime-spec versions, oldest first."""
 
