@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from support import make_busybox_rootfs, require, require_binary, require_root
 from podkit import cdi, oci
+from support import make_busybox_rootfs, require, require_binary, require_root
 
 pytestmark = pytest.mark.integration
 

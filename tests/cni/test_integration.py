@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import _leaks
-from support import require, require_isolated
 from podkit import cli, cni, netns
+from support import require, require_isolated
 
 pytestmark = pytest.mark.integration
 
