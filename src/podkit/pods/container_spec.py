@@ -30,7 +30,8 @@ from podkit.pods.config import (
     SandboxConfig,
     SupplementalGroupsPolicy,
 )
-from podkit.pods.sandbox_spec import SandboxFiles, apparmor_opt, seccomp_opt, selinux_label
+from podkit.pods.sandbox_spec import SandboxFiles
+from podkit.pods.security import ContainerSecurity, resolve_container_security, selinux_label
 
 __all__ = [
     "ContainerConfigError",
@@ -38,6 +39,8 @@ __all__ = [
     "ImageDefaults",
     "PodContext",
     "build_container_spec",
+    "check_container_config",
+    "resolve_security",
     "resources_opts",
     "validate_container_config",
 ]
@@ -93,17 +96,34 @@ def validate_container_config(
     config: ContainerConfig, pod: PodContext, *, apparmor_host: AppArmorHost | None = None
 ) -> None:
     """Refuse configs containerd refuses, and any string that could not reach its path, argv
-    or env (``_config_checks``), before anything is created.
+    or env (``checks``), before anything is created; its security profiles are looked up.
 
-    ``apparmor_host`` is where AppArmor profiles are looked up (default: this machine).
+    ``apparmor_host`` is where AppArmor profiles are looked up (default: this machine);
+    validating loads nothing there.
     """
-    _validated(config, pod, apparmor_host)
+    check_container_config(config, pod)
+    sc = config.linux.security_context
+    resolve_container_security(
+        sc.apparmor, sc.seccomp, privileged=sc.privileged, error=ContainerConfigError,
+        apparmor_host=apparmor_host, host_capabilities=(), load=False)
 
 
-def _validated(
-    config: ContainerConfig, pod: PodContext, apparmor_host: AppArmorHost | None
-) -> tuple[oci.SpecOpt | None, oci.SpecOpt | None]:
-    """Check ``config``; its AppArmor and seccomp options (profiles are read once, here)."""
+def resolve_security(
+    config: ContainerConfig, *, apparmor_host: AppArmorHost | None = None,
+    host_capabilities: Sequence[str] | None = None, load: bool = True,
+) -> ContainerSecurity:
+    """The container's security context resolved on this host (``security``): its AppArmor
+    profile (podkit's default loaded when ``load``), seccomp filter and grantable
+    capabilities, for :func:`build_container_spec` ``security=``."""
+    sc = config.linux.security_context
+    return resolve_container_security(
+        sc.apparmor, sc.seccomp, privileged=sc.privileged, error=ContainerConfigError,
+        apparmor_host=apparmor_host, host_capabilities=host_capabilities, load=load)
+
+
+def check_container_config(config: ContainerConfig, pod: PodContext) -> None:
+    """The checks of ``config`` that need nothing but the config and its pod (no profile
+    lookups: :func:`validate_container_config` does those too)."""
     checks.check_container_config(config, pod.config, ContainerConfigError)
     sc = config.linux.security_context
     _check_capability_names(sc.capabilities)
@@ -130,11 +150,6 @@ def _validated(
             raise ContainerConfigError(
                 f"devices[{i}].permissions {quote(d.permissions)}: must be a subset of 'rwm'"
             )
-    return (
-        apparmor_opt(sc.apparmor, privileged=sc.privileged, host=apparmor_host,
-                     error=ContainerConfigError),
-        seccomp_opt(sc.seccomp, privileged=sc.privileged, error=ContainerConfigError),
-    )
 
 
 def _process_args(config: ContainerConfig, image: ImageDefaults) -> list[str]:
@@ -321,26 +336,41 @@ def build_container_spec(
     cgroup_namespace: str = "podkit",
     apparmor_host: AppArmorHost | None = None,
     host_capabilities: Sequence[str] | None = None,
+    security: ContainerSecurity | None = None,
 ) -> oci.Spec:
     """The OCI spec of an application container in ``pod`` (containerd's container spec).
 
     ``rootfs`` is the container's root directory (absolute: user names are resolved in it);
     ``target_pid_namespace`` is the pid namespace file of the TARGET container when
     ``namespace_options.pid`` is TARGET; ``cdi`` resolves ``cdi_devices`` and ``cdi.k8s.io/``
-    annotations, applied last. AppArmor profiles are checked against ``apparmor_host``
-    (default: this machine), where podkit's default profile is loaded if it is needed.
-    ``host_capabilities`` are what the runtime started from here can grant, which ``ALL``
-    and ``privileged`` resolve to (default: ``oci.current_capabilities()`` of this process).
+    annotations, applied last. ``security`` is the container's resolved security context
+    (:func:`resolve_security`); when not given it is resolved here: AppArmor profiles are
+    checked against ``apparmor_host`` (default: this machine), where podkit's default profile
+    is loaded if it is needed, and ``host_capabilities`` are what the runtime started from
+    here can grant, which ``ALL`` and ``privileged`` resolve to (default:
+    ``oci.current_capabilities()`` of this process).
     """
-    profile, seccomp = _validated(config, pod, apparmor_host)
+    check_container_config(config, pod)
+    if security is None:
+        security = resolve_security(config, apparmor_host=apparmor_host,
+                                    host_capabilities=host_capabilities)
     img = image or ImageDefaults()
-    sc = config.linux.security_context
-    pod_sc = pod.config.linux.security_context
-    ns = sc.namespace_options
-    pod_ns = pod_sc.namespace_options
-    name = config.metadata.name
-    readonly = sc.readonly_rootfs
+    opts = [
+        *_process_opts(config, pod, img, rootfs),
+        *_file_opts(config, pod),
+        *_capability_opts(config, list(security.capabilities)),
+        *_settings_opts(config, pod, id, img, oom_score_floor, container_annotations,
+                        pod_annotations),
+        *_namespace_opts(config, pod, target_pid_namespace),
+        *_platform_opts(config, img, rootfs, security, cdi),
+        oci.with_minimum_oci_version(),
+    ]
+    return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
 
+
+def _process_opts(config: ContainerConfig, pod: PodContext, img: ImageDefaults,
+                  rootfs: str) -> list[oci.SpecOpt]:
+    """Root, argv, working dir, tty and env (HOSTNAME, the image's, the config's)."""
     opts: list[oci.SpecOpt] = [
         oci.without_run_mount(),
         rules.without_default_security_settings,
@@ -355,26 +385,33 @@ def build_container_spec(
     if config.tty:
         opts.append(oci.with_tty())
     hostname = pod.hostname or pod.config.hostname or rules.host_hostname()
-    opts.append(
-        oci.with_env(
-            rules.merge_env(
-                [f"HOSTNAME={hostname}"], img.env, [f"{kv.key}={kv.value}" for kv in config.envs]
-            )
-        )
-    )
-    opts.append(_with_cri_mounts(config, pod, pod_ns.ipc == NamespaceMode.NODE, readonly))
-    opts.append(oci.with_masked_paths(list(sc.masked_paths or ())))
-    opts.append(oci.with_readonly_paths(list(sc.readonly_paths or ())))
+    opts.append(oci.with_env(rules.merge_env(
+        [f"HOSTNAME={hostname}"], img.env, [f"{kv.key}={kv.value}" for kv in config.envs])))
+    return opts
+
+
+def _file_opts(config: ContainerConfig, pod: PodContext) -> list[oci.SpecOpt]:
+    """Mounts, masked and read-only paths, devices."""
+    sc = config.linux.security_context
+    host_ipc = pod.config.linux.security_context.namespace_options.ipc == NamespaceMode.NODE
+    opts: list[oci.SpecOpt] = [
+        _with_cri_mounts(config, pod, host_ipc, sc.readonly_rootfs),
+        oci.with_masked_paths(list(sc.masked_paths or ())),
+        oci.with_readonly_paths(list(sc.readonly_paths or ())),
+    ]
     if sc.masked_paths is None:
         opts.append(oci.with_masked_paths(list(oci.DEFAULT_MASKED_PATHS)))
     if sc.readonly_paths is None:
         opts.append(oci.with_readonly_paths(list(oci.DEFAULT_READONLY_PATHS)))
     for d in config.devices:
         opts.append(oci.with_devices(d.host_path, d.container_path, d.permissions))
-    current = list(oci.current_capabilities() if host_capabilities is None
-                   else host_capabilities)
-    opts.append(_with_cri_capabilities(sc.capabilities, privileged=sc.privileged,
-                                       current=current))
+    return opts
+
+
+def _capability_opts(config: ContainerConfig, current: list[str]) -> list[oci.SpecOpt]:
+    """The CRI capability lists, or everything ``current`` grants when privileged."""
+    sc = config.linux.security_context
+    opts = [_with_cri_capabilities(sc.capabilities, privileged=sc.privileged, current=current)]
     if sc.privileged:
         opts += [
             oci.with_privileged(),
@@ -385,29 +422,46 @@ def build_container_spec(
     opts.append(_without_ambient_caps)
     if sc.capabilities is not None and sc.capabilities.add_ambient_capabilities:
         opts.append(oci.with_ambient_capabilities(_ambient(sc.capabilities, current)))
-    label = selinux_label(sc.selinux_options or pod_sc.selinux_options)
+    return opts
+
+
+def _settings_opts(config: ContainerConfig, pod: PodContext, id: str, img: ImageDefaults,
+                   oom_score_floor: int | None, container_annotations: Sequence[str],
+                   pod_annotations: Sequence[str]) -> list[oci.SpecOpt]:
+    """SELinux label, no_new_privs, read-only root, resources, OOM score, cgroup, annotations."""
+    sc = config.linux.security_context
+    opts: list[oci.SpecOpt] = []
+    label = selinux_label(sc.selinux_options or pod.config.linux.security_context.selinux_options)
     if label and not sc.privileged:
         opts.append(oci.with_selinux_label(label))
     if sc.no_new_privs:
         opts.append(oci.with_no_new_privileges())
-    if readonly:
+    if sc.readonly_rootfs:
         opts.append(oci.with_rootfs_readonly())
-    if config.linux.resources is not None:
-        opts += resources_opts(config.linux.resources)
-        if config.linux.resources.oom_score_adj:
-            opts.append(oci.with_oom_score_adj(rules.clamp_oom_score_adj(
-                config.linux.resources.oom_score_adj, oom_score_floor
-            )))
+    res = config.linux.resources
+    if res is not None:
+        opts += resources_opts(res)
+        if res.oom_score_adj:
+            opts.append(oci.with_oom_score_adj(
+                rules.clamp_oom_score_adj(res.oom_score_adj, oom_score_floor)))
     if pod.config.linux.cgroup_parent:
         opts.append(oci.with_cgroup(rules.cgroups_path(pod.config.linux.cgroup_parent, id)))
     opts.append(oci.with_annotations({
         **rules.matching(pod.config.annotations, pod_annotations),
         **rules.matching(config.annotations, container_annotations),
-        **rules.container_annotations(pod.id, name, img.name or config.image, pod.config),
+        **rules.container_annotations(pod.id, config.metadata.name, img.name or config.image,
+                                      pod.config),
     }))
+    return opts
 
-    # Namespaces: always join the pod's network, ipc and uts; pid per mode; user when POD.
+
+def _namespace_opts(config: ContainerConfig, pod: PodContext,
+                    target_pid_namespace: str | None) -> list[oci.SpecOpt]:
+    """Always join the pod's network, ipc and uts; pid per mode; user when POD."""
+    ns = config.linux.security_context.namespace_options
+    pod_ns = pod.config.linux.security_context.namespace_options
     paths = pod.namespace_paths
+    opts: list[oci.SpecOpt] = []
     for t in ("network", "ipc", "uts"):
         if t in paths:
             opts.append(oci.with_linux_namespace(t, paths[t]))
@@ -435,8 +489,14 @@ def build_container_spec(
         ))
         if "user" in paths:
             opts.append(oci.with_namespace_path("user", paths["user"]))
+    return opts
 
-    # platformSpecOpts: user and groups, AppArmor, seccomp, then CDI last.
+
+def _platform_opts(config: ContainerConfig, img: ImageDefaults, rootfs: str,
+                   security: ContainerSecurity, cdi: DeviceInjector | None) -> list[oci.SpecOpt]:
+    """containerd's platformSpecOpts: user and groups, AppArmor, seccomp, then CDI last."""
+    sc = config.linux.security_context
+    opts: list[oci.SpecOpt] = []
     user = _user_string(sc) or img.user
     if user:
         opts.append(oci.with_user(user, rootfs=rootfs))
@@ -444,8 +504,9 @@ def build_container_spec(
             opts.append(oci.with_additional_gids(user, rootfs=rootfs))
     if sc.supplemental_groups:
         opts.append(oci.with_append_additional_groups(*(str(g) for g in sc.supplemental_groups)))
-    if profile is not None:  # after with_privileged: a Localhost profile applies even then
-        opts.append(profile)
+    if security.apparmor_profile:  # after with_privileged: a Localhost profile applies even then
+        opts.append(oci.with_apparmor_profile(security.apparmor_profile))
+    seccomp = security.seccomp.opt()
     if seccomp is not None:  # after the capabilities: the default profile follows them
         opts.append(seccomp)
     devices = devices_from_request(config.cdi_devices, config.annotations)
@@ -460,9 +521,7 @@ def build_container_spec(
             injector.inject_devices(spec, devices)
 
         opts.append(with_cdi_devices)
-
-    opts.append(oci.with_minimum_oci_version())
-    return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
+    return opts
 
 
 def _user_string(sc: LinuxContainerSecurityContext) -> str:

@@ -46,8 +46,9 @@ from podkit.pods.container_spec import (
     DeviceInjector,
     PodContext,
     build_container_spec,
+    check_container_config,
+    resolve_security,
     resources_opts,
-    validate_container_config,
 )
 from podkit.pods.pause import PauseRootfs
 from podkit.pods.records import (
@@ -602,19 +603,21 @@ class SandboxManager:
                 config, sb.config, has_pause="pause" in sb.steps,
                 pod_pid_known="pid" in pod.namespace_paths)
 
+            check_container_config(build_config, pod)
+            sec = resolve_security(build_config)  # profiles looked up (and loaded) once
+
             def build(rootfs: str) -> oci.Spec:
                 return build_container_spec(
                     build_config, pod, id=c.id, rootfs=rootfs, image=found.defaults,
                     target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
-                    cdi=self.cdi,
+                    cdi=self.cdi, security=sec,
                 )
 
             if sb.config.log_directory and config.log_path:
                 c.log_path = rules.container_log_path(
                     sb.config.log_directory, config.log_path, ContainerConfigError)
+            # with an image, its rootfs is needed to build (user names are looked up in it)
             spec = build(config.image) if found.image is None else None
-            if spec is None:  # the image's rootfs is needed to build (user names are in it)
-                validate_container_config(build_config, pod)
             self._reserve(c.name, c.id, "container")
             try:
                 if found.image is not None:

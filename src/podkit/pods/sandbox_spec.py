@@ -7,7 +7,6 @@ containerd's CRI plugin rule for rule, as a list of ``oci`` spec options read to
 from __future__ import annotations
 
 import os
-import posixpath
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,15 +14,15 @@ import attrs
 
 from podkit import apparmor, oci
 from podkit.errors import InvalidArgumentError
-from podkit.pods import checks, rules
+from podkit.pods import checks, rules, security
 from podkit.pods.config import (
     LinuxContainerResources,
     NamespaceMode,
     ProfileType,
     SandboxConfig,
     SecurityProfile,
-    SELinuxOption,
 )
+from podkit.pods.security import selinux_label
 
 __all__ = [
     "SandboxConfigError",
@@ -68,19 +67,6 @@ class SandboxFiles:
         )
 
 
-def selinux_label(options: SELinuxOption | None) -> str:
-    """``user:role:type:level`` from CRI SELinux options; ``""`` when none are set."""
-    if options is None or not any((options.user, options.role, options.type, options.level)):
-        return ""
-    parts = [options.user, options.role, options.type]
-    if options.level:
-        parts.append(options.level)
-    return ":".join(parts)
-
-
-_SECCOMP_FIELD = "linux.security_context.seccomp"
-
-
 def seccomp_opt(
     profile: SecurityProfile | None,
     *,
@@ -93,33 +79,9 @@ def seccomp_opt(
     capabilities when applied, so apply it after them); Localhost: the OCI ``linux.seccomp``
     file at ``localhost_ref`` (an absolute path), read and checked now; Unconfined, no profile
     or ``privileged``: no filter (``None``). Bad profiles raise ``error`` naming the field.
+    (``security.resolve_seccomp`` gives the choice as a value.)
     """
-    if privileged or profile is None:
-        return None
-    ref = profile.localhost_ref
-    kind = profile.profile_type
-    if kind != ProfileType.LOCALHOST and ref:
-        raise error(
-            f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: only valid with profile_type LOCALHOST"
-        )
-    if kind == ProfileType.UNCONFINED:
-        return None
-    if kind == ProfileType.RUNTIME_DEFAULT:
-        return oci.with_default_seccomp()
-    if kind != ProfileType.LOCALHOST:
-        raise error(f"{_SECCOMP_FIELD}.profile_type {kind!r}: unknown profile type")
-    if not ref:
-        raise error(f"{_SECCOMP_FIELD}.localhost_ref: required for a Localhost profile")
-    path = ref.removeprefix("localhost/")  # the deprecated string form, as containerd allows
-    if not posixpath.isabs(path):
-        raise error(f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: must be an absolute path")
-    try:
-        return oci.with_seccomp_profile(path)
-    except oci.SeccompProfileError as e:
-        raise error(f"{_SECCOMP_FIELD}.localhost_ref {ref!r}: {e}") from e
-
-
-_APPARMOR_FIELD = "linux.security_context.apparmor"
+    return security.resolve_seccomp(profile, privileged=privileged, error=error).opt()
 
 
 def apparmor_opt(
@@ -132,48 +94,17 @@ def apparmor_opt(
     """The AppArmor option for a container's CRI ``SecurityProfile`` (containerd's
     ``generateApparmorSpecOpts``); ``host`` defaults to this machine (``apparmor.HOST``).
 
-    Unset or RuntimeDefault: podkit's default profile (``apparmor.DEFAULT_PROFILE``, loaded on
-    the host when the option is applied if the kernel does not list it yet), none when
-    ``privileged``; Localhost: the loaded profile named by ``localhost_ref`` (a leading
-    ``localhost/`` is trimmed); Unconfined: none. On a host without AppArmor an unset profile
-    means none and anything but Unconfined is refused. Bad profiles raise ``error`` naming the
-    field; host faults (parser missing, profiles list unreadable) raise ``apparmor.AppArmorError``.
+    The rules are ``security.resolve_apparmor``'s; podkit's default profile is loaded on the
+    host when the option is applied (if the kernel does not list it yet). Bad profiles raise
+    ``error`` naming the field; host faults raise ``apparmor.AppArmorError``.
     """
-    host = host or apparmor.HOST
-    kind = profile.profile_type if profile is not None else None
-    ref = profile.localhost_ref if profile is not None else ""
-    if kind is not None and kind != ProfileType.LOCALHOST and ref:
-        raise error(
-            f"{_APPARMOR_FIELD}.localhost_ref {ref!r}: only valid with profile_type LOCALHOST"
-        )
-    if kind is not None and kind not in (
-        ProfileType.RUNTIME_DEFAULT, ProfileType.UNCONFINED, ProfileType.LOCALHOST
-    ):
-        raise error(f"{_APPARMOR_FIELD}.profile_type {kind!r}: unknown profile type")
-    if not host.enabled():
-        if kind is None or kind == ProfileType.UNCONFINED:
-            return None
-        raise error(
-            f"{_APPARMOR_FIELD}: AppArmor is not enabled on this host; profile_type "
-            f"{kind.name} needs it (leave the profile unset or use UNCONFINED)"
-        )
-    if kind == ProfileType.UNCONFINED:
+    name = security.resolve_apparmor(profile, privileged=privileged, host=host, error=error,
+                                     load=False)
+    if not name:
         return None
-    if kind == ProfileType.LOCALHOST:
-        name = ref.removeprefix("localhost/")  # the deprecated string form, as containerd trims
-        if not name:
-            raise error(f"{_APPARMOR_FIELD}.localhost_ref: required for a Localhost profile")
-        if name not in host.loaded_profiles():
-            raise error(
-                f"{_APPARMOR_FIELD}.localhost_ref {ref!r}: AppArmor profile {name!r} is not "
-                f"loaded (not listed in {host.profiles_file})"
-            )
+    if profile is not None and profile.profile_type == ProfileType.LOCALHOST:
         return oci.with_apparmor_profile(name)
-    if privileged:  # unset or RuntimeDefault
-        return None
-    if not host.is_loaded(apparmor.DEFAULT_PROFILE):
-        host.find_parser()  # it will have to be loaded: fail now if it cannot be
-    return _with_default_apparmor(host)
+    return _with_default_apparmor(host or apparmor.HOST)
 
 
 def _with_default_apparmor(host: apparmor.AppArmorHost) -> oci.SpecOpt:
@@ -186,12 +117,15 @@ def _with_default_apparmor(host: apparmor.AppArmorHost) -> oci.SpecOpt:
 
 def validate_sandbox_config(config: SandboxConfig) -> None:
     """Refuse configs containerd refuses, and any string that could not reach its file, argv
-    or CNI arg (``_config_checks``), before anything is created."""
-    _validated(config)
+    or CNI arg (``checks``), before anything is created; a Localhost seccomp profile is read
+    and checked too."""
+    _check(config)
+    sc = config.linux.security_context
+    security.resolve_seccomp(sc.seccomp, privileged=sc.privileged, error=SandboxConfigError)
 
 
-def _validated(config: SandboxConfig) -> oci.SpecOpt | None:
-    """Check ``config``; its seccomp option (a profile file is read once, here)."""
+def _check(config: SandboxConfig) -> None:
+    """The checks of ``config`` that need nothing but the config."""
     checks.check_sandbox_config(config, SandboxConfigError)
     ns = config.linux.security_context.namespace_options
     for field in ("network", "ipc"):
@@ -225,8 +159,6 @@ def _validated(config: SandboxConfig) -> oci.SpecOpt | None:
     for pm in config.port_mappings:
         if not 0 < pm.container_port < 65536 or not 0 <= pm.host_port < 65536:
             raise SandboxConfigError(f"port_mappings: invalid port in {pm!r}")
-    sc = config.linux.security_context
-    return seccomp_opt(sc.seccomp, privileged=sc.privileged)  # a bad profile fails here
 
 
 def _resource_annotations(res: LinuxContainerResources | None) -> dict[str, str]:
@@ -255,25 +187,45 @@ def build_sandbox_spec(
     oom_score_floor: int | None = None,
     pod_annotations: Sequence[str] = (),
     cgroup_namespace: str = "podkit",
+    seccomp: security.Seccomp | None = None,
 ) -> oci.Spec:
     """The OCI spec of a pod's pause container (containerd's ``sandboxContainerSpec``).
 
     ``files`` are the hostname/hosts/resolv.conf/shm paths the manager prepares; ``netns_path``
     is the pinned network namespace (required unless the pod uses the host network);
     ``oom_score_floor`` clamps the pause's OOM score when lowering it is not permitted.
+    ``seccomp`` is the pod's resolved seccomp choice (``security.resolve_seccomp``; resolved
+    here, reading a Localhost profile, when not given): with it the build does no I/O.
     The pause gets no AppArmor profile, whatever ``security_context.apparmor`` says (containerd:
     the sandbox security context does not provide one).
     """
-    seccomp = _validated(config)
+    _check(config)
+    sc = config.linux.security_context
+    if seccomp is None:
+        seccomp = security.resolve_seccomp(sc.seccomp, privileged=sc.privileged,
+                                           error=SandboxConfigError)
     if not args:
         raise SandboxConfigError("pause command: no command specified")
-    sc = config.linux.security_context
     ns = sc.namespace_options
-    host_network = ns.network == NamespaceMode.NODE
-    host_ipc = ns.ipc == NamespaceMode.NODE
-    if not host_network and not netns_path:
+    if ns.network != NamespaceMode.NODE and not netns_path:
         raise SandboxConfigError("a pod network namespace path is required unless network is NODE")
+    opts = [
+        *_pause_process(config, id, args=args, env=env, cwd=cwd, rootfs=rootfs),
+        *_pause_namespaces(config, netns_path, userns_path),
+        *_pause_mounts(files, host_ipc=ns.ipc == NamespaceMode.NODE),
+        *_pause_settings(config, id, pause_image, oom_score_floor, pod_annotations),
+    ]
+    # seccomp last (before the version): the default profile follows the final capabilities.
+    opt = seccomp.opt()
+    if opt is not None:
+        opts.append(opt)
+    opts.append(oci.with_minimum_oci_version())
+    return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
 
+
+def _pause_process(config: SandboxConfig, id: str, *, args: Sequence[str], env: Sequence[str],
+                   cwd: str, rootfs: str) -> list[oci.SpecOpt]:
+    """Root, process, hostname and cgroup of the pause."""
     opts: list[oci.SpecOpt] = [
         oci.without_run_mount(),
         rules.without_default_security_settings,
@@ -288,16 +240,22 @@ def build_sandbox_spec(
         opts.append(oci.with_process_cwd(cwd))
     if config.linux.cgroup_parent:
         opts.append(oci.with_cgroup(rules.cgroups_path(config.linux.cgroup_parent, id)))
+    return opts
 
-    # Namespaces: host network also means the host's UTS namespace.
-    if host_network:
+
+def _pause_namespaces(config: SandboxConfig, netns_path: str | None,
+                      userns_path: str | None) -> list[oci.SpecOpt]:
+    """The pod's namespaces: host network also means the host's UTS namespace."""
+    ns = config.linux.security_context.namespace_options
+    opts: list[oci.SpecOpt] = []
+    if ns.network == NamespaceMode.NODE:
         opts += [oci.with_host_namespace("network"), oci.with_host_namespace("uts")]
     else:
         assert netns_path is not None
         opts.append(oci.with_namespace_path("network", netns_path))
     if ns.pid == NamespaceMode.NODE:
         opts.append(oci.with_host_namespace("pid"))
-    if host_ipc:
+    if ns.ipc == NamespaceMode.NODE:
         opts.append(oci.with_host_namespace("ipc"))
     userns = ns.userns_options
     if userns is not None and userns.mode == NamespaceMode.POD:
@@ -309,9 +267,13 @@ def build_sandbox_spec(
         )
         if userns_path:
             opts.append(oci.with_namespace_path("user", userns_path))
+    return opts
 
+
+def _pause_mounts(files: SandboxFiles, *, host_ipc: bool) -> list[oci.SpecOpt]:
+    """/dev/shm (the pod's tmpfs, or the host's) and resolv.conf, bind-mounted read-only."""
     shm_source = "/dev/shm" if host_ipc else files.shm
-    opts += [
+    return [
         oci.without_mounts("/dev/shm"),
         oci.with_mounts(
             [
@@ -327,7 +289,15 @@ def build_sandbox_spec(
         ),
     ]
 
-    label = selinux_label(sc.selinux_options)
+
+def _pause_settings(config: SandboxConfig, id: str, pause_image: str,
+                    oom_score_floor: int | None,
+                    pod_annotations: Sequence[str]) -> list[oci.SpecOpt]:
+    """SELinux label, groups, sysctls, CPU shares, OOM score, annotations, privileged, user
+    (in containerd's order)."""
+    sc = config.linux.security_context
+    opts: list[oci.SpecOpt] = []
+    label = security.selinux_label(sc.selinux_options)
     if label and not sc.privileged:
         opts.append(oci.with_selinux_label(label))
     if sc.supplemental_groups:
@@ -335,20 +305,13 @@ def build_sandbox_spec(
     if config.linux.sysctls:
         opts.append(oci.with_sysctls(config.linux.sysctls))
     opts.append(oci.with_cpu_shares(DEFAULT_SANDBOX_CPU_SHARES))
-    opts.append(
-        oci.with_oom_score_adj(
-            rules.clamp_oom_score_adj(SANDBOX_OOM_SCORE_ADJ, oom_score_floor)
-        )
-    )
-    opts.append(
-        oci.with_annotations(
-            {
-                **rules.matching(config.annotations, pod_annotations),
-                **_resource_annotations(config.linux.resources),
-                **rules.sandbox_annotations(id, config, pause_image),
-            }
-        )
-    )
+    opts.append(oci.with_oom_score_adj(
+        rules.clamp_oom_score_adj(SANDBOX_OOM_SCORE_ADJ, oom_score_floor)))
+    opts.append(oci.with_annotations({
+        **rules.matching(config.annotations, pod_annotations),
+        **_resource_annotations(config.linux.resources),
+        **rules.sandbox_annotations(id, config, pause_image),
+    }))
     if sc.privileged:
         opts += [oci.with_selinux_label(""), oci.with_writeable_sysfs()]
     if sc.run_as_user is not None:
@@ -360,10 +323,4 @@ def build_sandbox_spec(
         raise SandboxConfigError(
             "linux.security_context.run_as_group: needs run_as_user to be set"
         )
-
-    # seccomp last (before the version): the default profile follows the final capabilities.
-    if seccomp is not None:
-        opts.append(seccomp)
-
-    opts.append(oci.with_minimum_oci_version())
-    return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
+    return opts
