@@ -11,26 +11,19 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import _leaks
 from podkit.errors import InvalidArgumentError
+from podkit.runtime import Conmon, ConmonContainer, parse_detach_keys
 from podkit.runtime.base import ExecResult
-from podkit.runtime.conmon import (
-    Conmon,
-    ConmonContainer,
-    _exit_status_from_code,
-    parse_detach_keys,
-)
+from podkit.runtime.conmon_files import exit_status_from_code
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -46,9 +39,8 @@ from podkit.runtime.supervise import (
     InProcessSupervisor,
     Supervisor,
 )
-from support import require_binary, require_isolated, require_root
 
-from ._bundles import busybox_config
+from ._conmon_env import Env, conmon_pids_for
 
 # -- unit --------------------------------------------------------------------------------
 
@@ -106,11 +98,11 @@ def test_sync_pipe_garbage_is_an_error(tmp_path: Path) -> None:
 
 
 def test_exit_codes_map_to_signals() -> None:
-    assert _exit_status_from_code(0, None).signal is None
-    assert _exit_status_from_code(3, None).exit_code == 3
-    status = _exit_status_from_code(137, None)
+    assert exit_status_from_code(0, None).signal is None
+    assert exit_status_from_code(3, None).exit_code == 3
+    status = exit_status_from_code(137, None)
     assert (status.exit_code, status.signal, status.signal_name) == (137, 9, "SIGKILL")
-    assert _exit_status_from_code(255, None).signal is None
+    assert exit_status_from_code(255, None).signal is None
 
 
 def test_bad_inputs_are_refused_before_conmon_runs(tmp_path: Path) -> None:
@@ -131,84 +123,6 @@ def test_bad_inputs_are_refused_before_conmon_runs(tmp_path: Path) -> None:
 
 
 # -- integration helpers -----------------------------------------------------------------
-
-
-def conmon_pids_for(marker: str) -> list[int]:
-    """PIDs of conmon processes whose argv mentions ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"conmon") and any(marker.encode() in a for a in argv):
-            found.append(int(entry.name))
-    return found
-
-
-class Env:
-    """A runtime + conmon pair with private state, and the containers a test made."""
-
-    def __init__(self, binary: str, tmp: Path, rootfs: Path) -> None:
-        self.binary = binary
-        self.tmp = tmp
-        self.rootfs = rootfs
-        self.runc = Runc(binary=binary, root=tmp / "rt")
-        _leaks.register_runtime_root(tmp / "rt")
-        self.state_dir = tmp / "cm"
-        self.conmon = Conmon(self.runc, state_dir=self.state_dir)
-        self.ids: list[str] = []
-
-    def new_id(self, what: str) -> str:
-        cid = f"pk-cm-{what}-{uuid.uuid4().hex[:8]}"
-        self.ids.append(cid)
-        return cid
-
-    def bundle(self, cid: str, args: list[str], terminal: bool = False) -> Path:
-        path = self.tmp / f"bundle-{cid}"
-        path.mkdir()
-        config = busybox_config(self.rootfs, args, f"/{cid}", terminal)
-        (path / "config.json").write_text(json.dumps(config))
-        return path
-
-    def cleanup(self) -> list[str]:
-        problems = []
-        for cid in self.ids:
-            with_record = (self.state_dir / "containers" / cid).exists()
-            if with_record:
-                try:
-                    self.conmon.delete(cid, force=True)
-                except Exception as exc:  # report, keep cleaning
-                    problems.append(f"delete {cid}: {exc}")
-            with_pid = conmon_pids_for(os.fspath(self.state_dir / "containers" / cid))
-            for pid in with_pid:
-                os.kill(pid, 9)
-                problems.append(f"conmon {pid} of {cid} still alive")
-            subprocess.call([*self.runc.command("delete", "--force", cid)],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-            unified = Path("/sys/fs/cgroup/unified")
-            if unified.is_dir() and not (unified / "cgroup.controllers").exists():
-                # a bare tmpfs inside scripts/isolated; crun writes <id>/cgroup.procs there
-                shutil.rmtree(unified / cid, ignore_errors=True)
-            left = [p for p in Path("/sys/fs/cgroup").glob(f"*/{cid}") if p.exists()]
-            if left:
-                problems.append(f"cgroups left: {left}")
-        return problems
-
-
-@pytest.fixture(params=["runc", "crun"])
-def env(request: pytest.FixtureRequest, tmp_path: Path, busybox_rootfs: Path) -> Iterator[Env]:
-    require_root()
-    require_binary("conmon")
-    if request.param == "crun":
-        require_isolated()  # crun refuses hybrid cgroups outside scripts/isolated
-    require_binary(request.param)
-    e = Env(request.param, tmp_path, busybox_rootfs)
-    yield e
-    assert e.cleanup() == []
 
 
 # -- integration -------------------------------------------------------------------------

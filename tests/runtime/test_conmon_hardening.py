@@ -1,6 +1,6 @@
 """Hardening of conmon supervision (issue 11): descriptors, fds past 1024, crash leftovers,
 socket path lengths, file modes. Real conmon with runc and crun (crun inside
-``scripts/isolated``); the ``env`` fixture and its leak check come from ``test_conmon``.
+``scripts/isolated``); the ``env`` fixture and its leak check come from ``conftest``.
 """
 
 from __future__ import annotations
@@ -20,16 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from podkit.runtime import conmon as _conmon
-from podkit.runtime.conmon import Conmon
+from podkit.runtime import Conmon
+from podkit.runtime.conmon_files import attach_link_name
 from podkit.runtime.errors import NotFoundError, RuntimeTimeoutError
 from podkit.runtime.supervise import ConmonSupervisor
 
-from . import test_conmon
+from ._conmon_env import Env, conmon_pids_for
 from ._fds import fds_past, open_fds
-from .test_conmon import Env, conmon_pids_for
-
-env = test_conmon.env  # the fixture: a runtime + conmon with private state, checked for leaks
 
 ECHO = ["sh", "-c", "while read l; do echo \"got $l\"; done"]
 
@@ -49,13 +46,13 @@ def test_attach_link_never_has_the_length_conmon_cuts(id_len: int) -> None:
     ident = ("a" * id_len)[:-1] + "b"
     for dir_len in range(1, 200):
         socket_dir = Path("/" + "d" * (dir_len - 1))
-        name = _conmon._attach_link_name(socket_dir, ident)
+        name = attach_link_name(socket_dir, ident)
         assert len(str(socket_dir)) + 1 + len(name) != 107
         if len(str(socket_dir)) + 1 + id_len != 107:
             assert name == ident
         else:  # a name no ID can have, not shared with an ID differing at the end
             assert name.startswith("_")
-            assert name != _conmon._attach_link_name(socket_dir, ident[:-1] + "c")
+            assert name != attach_link_name(socket_dir, ident[:-1] + "c")
 
 
 # -- integration: descriptors ------------------------------------------------------------

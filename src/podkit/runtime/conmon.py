@@ -38,28 +38,39 @@ import builtins
 import contextlib
 import datetime as _dt
 import errno
-import hashlib
 import json
 import math
 import os
 import shutil
 import signal as _signal
 import socket
-import subprocess
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
-import attrs
-
-from podkit import oci
+from podkit import _proc, oci
 from podkit._files import atomic_write, validate_id
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
+from podkit.runtime.attach import DEFAULT_DETACH_KEYS, Attachment, parse_detach_keys
 from podkit.runtime.base import ExecResult, ExitStatus, RuntimeState
+from podkit.runtime.conmon_files import (
+    META,
+    PRIVATE_DIR,
+    PRIVATE_FILE,
+    SUN_PATH_MAX,
+    ConmonContainer,
+    attach_link_name,
+    exit_status_from_code,
+    link_target,
+    now_rfc3339,
+    private_dir,
+    read_int_file,
+)
+from podkit.runtime.conmon_procs import Launcher, open_pidfd, reap_if_child
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -69,7 +80,6 @@ from podkit.runtime.errors import (
     parse_runtime_error,
 )
 from podkit.runtime.io import CappedOutput, wait_readable
-from podkit.runtime.logs import STDERR, STDOUT
 from podkit.runtime.monitor import PidFileProcess
 
 __all__ = [
@@ -81,24 +91,14 @@ __all__ = [
     "parse_detach_keys",
 ]
 
-ATTACH_STDOUT = 2
-ATTACH_STDERR = 3
-_ATTACH_STREAMS = {ATTACH_STDOUT: STDOUT, ATTACH_STDERR: STDERR}
-_ATTACH_BUF = 8192 + 1  # conmon's STDIO_BUF_SIZE plus the stream byte
+_Launcher = Launcher  # its old name here (tests that simulate a crash patch it)
 _CTL_RESIZE = 1
 _CTL_REOPEN_LOG = 2
-_META = "conmon.json"
-_SUN_PATH_MAX = 107  # sizeof(sockaddr_un.sun_path) - 1: conmon cuts a link path of this length
-_PRIVATE_DIR = 0o700
-_PRIVATE_FILE = 0o600
 TIMED_OUT_MESSAGE = "command timed out"
 _DROPPED_ENV = (
     "_OCI_STARTPIPE", "_OCI_ATTACHPIPE", "NOTIFY_SOCKET", "LISTEN_PID", "LISTEN_FDS",
     "LISTEN_FDNAMES",
 )
-
-DEFAULT_DETACH_KEYS = "ctrl-p,ctrl-q"
-"""Docker's and podman's default detach sequence."""
 
 
 class ConmonRuntime(Protocol):
@@ -123,346 +123,6 @@ class ConmonRuntime(Protocol):
     def delete(self, id: str, force: bool = False) -> None:
         """``runtime delete``."""
         ...
-
-
-@attrs.define(slots=True, kw_only=True)
-class ConmonContainer:
-    """What podkit recorded when it started a container under conmon (``conmon.json``)."""
-
-    id: str
-    bundle: str
-    log_path: str
-    pid: int
-    conmon_pid: int
-    tty: bool = False
-    stdin: bool = False
-    runtime: list[str] = attrs.field(factory=list)
-    created: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict."""
-        return {
-            "id": self.id,
-            "bundle": self.bundle,
-            "logPath": self.log_path,
-            "pid": self.pid,
-            "conmonPid": self.conmon_pid,
-            "tty": self.tty,
-            "stdin": self.stdin,
-            "runtime": self.runtime,
-            "created": self.created,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, source: str) -> ConmonContainer:
-        """Inverse of :meth:`to_dict`; ``source`` names the file in errors."""
-        try:
-            return cls(
-                id=str(data["id"]),
-                bundle=str(data["bundle"]),
-                log_path=str(data["logPath"]),
-                pid=int(data["pid"]),
-                conmon_pid=int(data["conmonPid"]),
-                tty=bool(data.get("tty", False)),
-                stdin=bool(data.get("stdin", False)),
-                runtime=[str(a) for a in data.get("runtime", [])],
-                created=str(data.get("created", "")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"corrupt conmon state {source}: {exc!r}") from None
-
-
-def parse_detach_keys(spec: str) -> bytes:
-    """Turn docker's detach-key notation (``"ctrl-p,ctrl-q"``, ``"a,ctrl-@"``) into bytes."""
-    out = bytearray()
-    for raw in spec.split(","):
-        key = raw.strip()
-        if len(key) == 1:
-            out.append(ord(key))
-            continue
-        if key.startswith("ctrl-") and len(key) == 6:
-            ch = key[5]
-            if ch.isalpha():
-                out.append(ord(ch.lower()) - ord("a") + 1)
-                continue
-            if ch in "@[\\]^_":
-                out.append("@[\\]^_".index(ch) + (0 if ch == "@" else 26))
-                continue
-        raise InvalidArgumentError(
-            f"invalid detach key {key!r} in {spec!r}: want a single character or ctrl-<key>"
-        )
-    if not out:
-        raise InvalidArgumentError(f"invalid detach keys {spec!r}: empty")
-    return bytes(out)
-
-
-class Attachment:
-    """One client connection to a container's conmon attach socket.
-
-    :meth:`recv` returns ``(stream, data)`` messages until conmon closes the connection (the
-    container exited); :meth:`send` writes to the container's stdin; :meth:`close_stdin` ends
-    it. :meth:`copy` pumps everything between the container and local files, with a detach key.
-    """
-
-    def __init__(self, sock: socket.socket, container_id: str) -> None:
-        self._sock = sock
-        self.container_id = container_id
-
-    def fileno(self) -> int:
-        """The socket fd (for ``poll`` or ``selectors``)."""
-        return self._sock.fileno()
-
-    def recv(self, timeout: float | None = None) -> tuple[str, bytes] | None:
-        """The next output message, or ``None`` when conmon closed the connection.
-
-        Raises :class:`RuntimeTimeoutError` when nothing arrived within ``timeout`` seconds.
-        """
-        while True:
-            if not wait_readable([self._sock.fileno()], timeout):
-                raise RuntimeTimeoutError(
-                    f"no output from container {self.container_id} within {timeout}s"
-                )
-            try:
-                msg = self._sock.recv(_ATTACH_BUF)
-            except OSError as exc:
-                if exc.errno in (errno.ECONNRESET, errno.EBADF, errno.ENOTCONN):
-                    return None
-                raise
-            if not msg:
-                return None
-            stream = _ATTACH_STREAMS.get(msg[0])
-            if stream is not None:
-                return stream, msg[1:]
-
-    def read_until_eof(self, timeout: float | None = None) -> dict[str, bytes]:
-        """Collect output per stream until conmon closes the connection."""
-        out = {STDOUT: bytearray(), STDERR: bytearray()}
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            item = self.recv(left)
-            if item is None:
-                return {k: bytes(v) for k, v in out.items()}
-            out[item[0]] += item[1]
-
-    def send(self, data: bytes) -> None:
-        """Write ``data`` to the container's stdin (needs ``stdin=True`` at create)."""
-        for start in range(0, len(data), _ATTACH_BUF - 1):
-            self._sock.sendall(data[start : start + _ATTACH_BUF - 1])
-
-    def close_stdin(self) -> None:
-        """Signal EOF on stdin (conmon closes the container's stdin unless told to keep it)."""
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_WR)
-
-    def copy(
-        self,
-        stdout: BinaryIO | None = None,
-        stderr: BinaryIO | None = None,
-        stdin: BinaryIO | None = None,
-        *,
-        detach_keys: str | bytes | None = DEFAULT_DETACH_KEYS,
-        close_stdin: bool = True,
-    ) -> str:
-        """Pump output to ``stdout``/``stderr`` and ``stdin`` to the container.
-
-        Returns ``"exited"`` when the container's output ended, ``"detached"`` when the detach
-        sequence was read from ``stdin`` (it is not forwarded; the container keeps running).
-        At EOF of ``stdin`` the container's stdin is closed when ``close_stdin``.
-        """
-        keys = b""
-        if detach_keys:
-            keys = detach_keys if isinstance(detach_keys, bytes) else parse_detach_keys(
-                detach_keys
-            )
-        sinks = {STDOUT: stdout, STDERR: stderr}
-        in_fd = stdin.fileno() if stdin is not None else None
-        matched = 0
-        while True:
-            watch = [self._sock.fileno()] + ([in_fd] if in_fd is not None else [])
-            ready = wait_readable(watch, None)
-            if in_fd is not None and in_fd in ready:
-                data = os.read(in_fd, 4096)
-                if not data:
-                    in_fd = None
-                    if close_stdin:
-                        self.close_stdin()
-                else:
-                    forward = bytearray()
-                    for byte in data:
-                        if keys and byte == keys[matched]:
-                            matched += 1
-                            if matched == len(keys):
-                                if forward:
-                                    self.send(bytes(forward))
-                                return "detached"
-                            continue
-                        if matched:
-                            forward += keys[:matched]
-                            matched = 0
-                        forward.append(byte)
-                    if forward:
-                        self.send(bytes(forward))
-            if self._sock.fileno() in ready:
-                item = self.recv(0)
-                if item is None:
-                    return "exited"
-                sink = sinks[item[0]]
-                if sink is not None:
-                    sink.write(item[1])
-                    sink.flush()
-
-    def close(self) -> None:
-        """Disconnect (detach); the container keeps running."""
-        self._sock.close()
-
-    def __enter__(self) -> Attachment:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _now_rfc3339() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
-
-
-def _open_pidfd(pid: int, marker: bytes) -> int | None:
-    """A pidfd of ``pid`` if it is alive and ``marker`` is one of its argv elements.
-
-    The argv check guards against a recycled pid after the conmon exited.
-    """
-    if pid <= 0:
-        return None
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return None
-    try:
-        ours = marker in _cmdline(pid) and _pid_alive(pid)
-    except BaseException:
-        os.close(pidfd)
-        raise
-    if not ours:
-        os.close(pidfd)
-        _reap_if_child(pid)
-        return None
-    return pidfd
-
-
-def _cmdline(pid: int) -> builtins.list[bytes]:
-    """The argv of ``pid`` (empty once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().split(b"\0")
-    except OSError:
-        return []
-
-
-class _Launcher:
-    """The first conmon process (it forks the monitor and exits): a pidfd to wait on, no
-    polling, and a deadline for it to exit."""
-
-    def __init__(self, proc: subprocess.Popen[bytes], argv: list[str], limit: float) -> None:
-        self.proc = proc
-        self.argv = argv
-        self.deadline = time.monotonic() + limit
-        try:
-            self.pidfd = os.pidfd_open(proc.pid)
-        except ProcessLookupError:  # already gone (and a zombie we reap below)
-            self.pidfd = -1
-
-    def left(self) -> float:
-        """Seconds until the deadline (0 once passed)."""
-        return max(0.0, self.deadline - time.monotonic())
-
-    def reap(self) -> None:
-        """Wait for the launcher's exit (by the deadline) and collect it."""
-        if self.pidfd >= 0:
-            try:
-                ready = wait_readable([self.pidfd], self.left())
-            finally:
-                os.close(self.pidfd)
-                self.pidfd = -1
-            if not ready:
-                self.kill()
-                raise RuntimeTimeoutError("conmon did not daemonize in time", self.argv)
-        self.proc.wait()
-
-    def kill(self) -> None:
-        """SIGKILL and collect the launcher if it still runs (after a failure)."""
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-            self.pidfd = -1
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _reap_if_child(pid: int) -> None:
-    """Collect ``pid`` if it is our zombie child (we may be a subreaper); ignore otherwise."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        os.waitpid(pid, os.WNOHANG)
-
-
-def _attach_link_name(socket_dir: Path, id: str) -> str:
-    """conmon's ``--cuuid``: the name of the link to the bundle in ``socket_dir``.
-
-    ``id``, unless ``socket_dir/id`` is exactly 107 bytes: conmon would cut that name by one
-    character (podkit could not find it; IDs differing only at the end would share it), so a
-    hashed name of another length, which no ID can be (``_`` first), is used instead.
-    """
-    if len(os.fsencode(socket_dir)) + 1 + len(id) != _SUN_PATH_MAX:
-        return id
-    digest = hashlib.sha256(id.encode()).hexdigest()
-    return "_" + digest[: 32 if len(id) == 32 else 31]
-
-
-def _private_dir(path: Path) -> None:
-    """Create ``path`` (parents as needed) and make it 0700."""
-    path.mkdir(parents=True, exist_ok=True, mode=_PRIVATE_DIR)
-    os.chmod(path, _PRIVATE_DIR)
-
-
-def _link_target(link: Path) -> Path | None:
-    """Where the symlink ``link`` points (``None`` when it is not a symlink)."""
-    try:
-        return Path(os.readlink(link))
-    except OSError:
-        return None
-
-
-def _read_int_file(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise OCIRuntimeError(f"unexpected content {text[:40]!r} in {path}") from None
-
-
-def _exit_status_from_code(code: int, exited_at: _dt.datetime | None) -> ExitStatus:
-    # conmon folds "killed by signal N" into 128 + N, like a shell; report the signal for
-    # codes in the signal range, as CRI does (an explicit `exit 137` looks the same).
-    sig = code - 128 if 128 < code <= 128 + 64 else None
-    return ExitStatus(exit_code=code, signal=sig, exited_at=exited_at)
 
 
 class Conmon:
@@ -516,7 +176,7 @@ class Conmon:
 
     def socket_link(self, id: str) -> Path:
         """The link to the bundle that conmon makes in :attr:`socket_dir`; holds ``attach``."""
-        return self.socket_dir / _attach_link_name(self.socket_dir, validate_id(id, "container ID"))
+        return self.socket_dir / attach_link_name(self.socket_dir, validate_id(id, "container ID"))
 
     @staticmethod
     def _resolve(binary: str, what: str) -> str:
@@ -547,7 +207,7 @@ class Conmon:
 
     def get(self, id: str) -> ConmonContainer:
         """The record of a container started under conmon; ``NotFoundError`` if none."""
-        meta = self.container_dir(id) / _META
+        meta = self.container_dir(id) / META
         try:
             data = json.loads(meta.read_text())
         except FileNotFoundError:
@@ -562,7 +222,7 @@ class Conmon:
         out = []
         base = self.state_dir / "containers"
         for child in sorted(base.iterdir()) if base.is_dir() else []:
-            if (child / _META).is_file():
+            if (child / META).is_file():
                 with contextlib.suppress(NotFoundError, InvalidArgumentError):
                     out.append(self.get(child.name))
         return out
@@ -578,13 +238,13 @@ class Conmon:
     def exit_status(self, id: str) -> ExitStatus | None:
         """The exit status if the container has exited (conmon wrote its exit file), else None."""
         path = self.container_dir(id) / "exit"
-        code = _read_int_file(path)
+        code = read_int_file(path)
         if code is None:
             return None
         with contextlib.suppress(OSError):
             exited_at = _dt.datetime.fromtimestamp(path.stat().st_mtime, tz=_dt.UTC)
-            return _exit_status_from_code(code, exited_at)
-        return _exit_status_from_code(code, None)
+            return exit_status_from_code(code, exited_at)
+        return exit_status_from_code(code, None)
 
     def oom_killed(self, id: str) -> bool:
         """Whether conmon saw an OOM kill in the container's memory cgroup."""
@@ -618,17 +278,17 @@ class Conmon:
         log = Path(log_path).absolute() if log_path is not None else cdir / "ctr.log"
         log_existed = log.exists()
         if not self.state_dir.exists():
-            _private_dir(self.state_dir)
+            private_dir(self.state_dir)
         for d in (cdir.parent, self.exit_dir, self.socket_dir):
-            _private_dir(d)
+            private_dir(d)
         try:
-            cdir.mkdir(mode=_PRIVATE_DIR)
+            cdir.mkdir(mode=PRIVATE_DIR)
         except FileExistsError:
             raise AlreadyExistsError(
                 f"container {id!r} already has a conmon state dir {cdir}"
             ) from None
         try:
-            os.chmod(cdir, _PRIVATE_DIR)
+            os.chmod(cdir, PRIVATE_DIR)
             log.parent.mkdir(parents=True, exist_ok=True)
             (self.exit_dir / id).unlink(missing_ok=True)
             args = [
@@ -656,14 +316,14 @@ class Conmon:
             argv = self._conmon_argv(id, *args)
             messages = self._spawn(argv, cdir, self.start_timeout, want=1)
             pid = messages[0][0]
-            conmon_pid = _read_int_file(cdir / "conmon.pid") or 0
+            conmon_pid = read_int_file(cdir / "conmon.pid") or 0
             record = ConmonContainer(
                 id=id, bundle=os.fspath(bundle_path), log_path=os.fspath(log), pid=pid,
                 conmon_pid=conmon_pid, tty=tty, stdin=stdin, runtime=list(self._runtime_argv),
-                created=_now_rfc3339(),
+                created=now_rfc3339(),
             )
-            atomic_write(cdir / _META, json.dumps(record.to_dict(), indent=1),
-                         mode=_PRIVATE_FILE)
+            atomic_write(cdir / META, json.dumps(record.to_dict(), indent=1),
+                         mode=PRIVATE_FILE)
             return record
         except BaseException:
             self._cleanup(id, cdir, bundle_path, None if log_existed else log)
@@ -693,12 +353,11 @@ class Conmon:
                 env.pop(name, None)
             env["_OCI_SYNCPIPE"] = str(write_fd)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-            with open(os.open(errfile, flags, _PRIVATE_FILE), "wb") as err:
+            with open(os.open(errfile, flags, PRIVATE_FILE), "wb") as err:
                 out_fd, err_fd = stdio if stdio is not None else (err.fileno(), err.fileno())
-                proc = subprocess.Popen(
-                    argv, pass_fds=(write_fd,), env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                    stdout=out_fd, stderr=err_fd,
-                )
+                # own process group; cwd needs the sync pipe to keep its number
+                proc = _proc.spawn(argv, env=env, cwd=cwd, session=False,
+                                   fds={1: out_fd, 2: err_fd, write_fd: write_fd})
             os.close(write_fd)
             write_fd = -1
             # conmon forks its daemon and the first process exits at once (after writing the
@@ -782,7 +441,7 @@ class Conmon:
         self, id: str, cdir: Path, bundle: Path, own_log: Path | None
     ) -> None:
         """Remove everything :meth:`create` may have left after a failure."""
-        conmon_pid = _read_int_file(cdir / "conmon.pid") if cdir.exists() else None
+        conmon_pid = read_int_file(cdir / "conmon.pid") if cdir.exists() else None
         if conmon_pid:
             self._stop_monitor(conmon_pid, cdir, grace=5.0)
         with contextlib.suppress(OCIRuntimeError):
@@ -794,14 +453,14 @@ class Conmon:
     def _remove_files(self, id: str, cdir: Path, bundle: Path | None) -> None:
         """Remove conmon's files of ``id``; ``bundle`` (``None``: where the link points)."""
         link = self.socket_link(id)
-        bundle = bundle if bundle is not None else _link_target(link)
+        bundle = bundle if bundle is not None else link_target(link)
         if bundle is not None:
             for name in ("attach", "ctl", "winsz"):
                 (bundle / name).unlink(missing_ok=True)
             # the cut name an older podkit let conmon make, only if it is ours
             cut = self.socket_dir / id[:-1]
-            if len(id) > 1 and len(os.fsencode(cut)) == _SUN_PATH_MAX - 1 \
-                    and _link_target(cut) == bundle:
+            if len(id) > 1 and len(os.fsencode(cut)) == SUN_PATH_MAX - 1 \
+                    and link_target(cut) == bundle:
                 cut.unlink()
         if link.is_symlink():
             link.unlink()
@@ -817,12 +476,12 @@ class Conmon:
         """
         cdir = self.container_dir(id)
         link = self.socket_link(id)
-        bundle = _link_target(link)
+        bundle = link_target(link)
         with contextlib.suppress(NotFoundError, InvalidArgumentError):
             bundle = Path(self.get(id).bundle)
         found = cdir.exists() or link.is_symlink() or (self.exit_dir / id).exists()
         try:
-            conmon_pid = _read_int_file(cdir / "conmon.pid")
+            conmon_pid = read_int_file(cdir / "conmon.pid")
         except (OSError, OCIRuntimeError):
             conmon_pid = None
         found = self._runtime_delete(id) or found
@@ -865,7 +524,7 @@ class Conmon:
 
     def _open_monitor(self, record: ConmonContainer) -> int | None:
         """A pidfd of this container's conmon if it still runs."""
-        return _open_pidfd(record.conmon_pid, os.fsencode(self.container_dir(record.id)))
+        return open_pidfd(record.conmon_pid, os.fsencode(self.container_dir(record.id)))
 
     def wait(self, id: str, timeout: float | None = None) -> ExitStatus:
         """Block until the container has exited and conmon recorded its exit code.
@@ -885,7 +544,7 @@ class Conmon:
                 raise RuntimeTimeoutError(
                     f"container {id!r} still running after {timeout}s"
                 )
-            _reap_if_child(record.conmon_pid)
+            reap_if_child(record.conmon_pid)
         status = self.exit_status(id)
         if status is None:
             raise OCIRuntimeError(
@@ -897,7 +556,7 @@ class Conmon:
     @staticmethod
     def _stop_monitor(pid: int, marker: Path, grace: float) -> None:
         """Wait up to ``grace`` seconds for a conmon to exit, then SIGKILL it."""
-        pidfd = _open_pidfd(pid, os.fsencode(marker))
+        pidfd = open_pidfd(pid, os.fsencode(marker))
         if pidfd is None:
             return
         try:
@@ -907,7 +566,7 @@ class Conmon:
                 wait_readable([pidfd], 10.0)
         finally:
             os.close(pidfd)
-        _reap_if_child(pid)
+        reap_if_child(pid)
 
     # -- control -------------------------------------------------------------------------
 
@@ -1125,7 +784,7 @@ class Conmon:
             raise
         finally:
             output.close_after_start()
-            conmon_pid = _read_int_file(work / "conmon.pid")
+            conmon_pid = read_int_file(work / "conmon.pid")
             if conmon_pid:
                 self._stop_monitor(conmon_pid, spec, grace=10.0)
             victim.wait_gone()

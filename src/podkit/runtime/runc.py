@@ -25,7 +25,6 @@ import os
 import shutil
 import signal as _signal
 import tempfile
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,8 +32,8 @@ from typing import TYPE_CHECKING
 from podkit import _files, oci
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
+from podkit.runtime.base import ContainerState as ContainerState  # importable here as before
 from podkit.runtime.base import (
-    ContainerState,
     ExecResult,
     ExitStatus,
     Runtime,
@@ -87,7 +86,12 @@ from podkit.runtime.results import (
     parse_version,
 )
 from podkit.runtime.scratch import ScratchDir
-from podkit.runtime.spec_check import KNOWN_APPLIED, UnsupportedFieldWarning, check_spec
+from podkit.runtime.spec_check import (
+    KNOWN_APPLIED,
+    UnsupportedFieldWarning,
+    check_spec,
+    refuse_or_warn,
+)
 from podkit.runtime.stray_cgroups import (
     cgroups_path,
     remove_stray_unified_dir,
@@ -116,8 +120,6 @@ __all__ = [
     "parse_version",
 ]
 
-# Names this module has always offered beyond ``__all__`` (now defined elsewhere).
-_REEXPORTED = (ContainerState, RuntimeState, parse_event)
 
 DEFAULT_TIMEOUT = 60.0
 """Seconds a runtime command may take before its process group is killed."""
@@ -281,13 +283,8 @@ class Runc:
         return self._features
 
     def check_spec(self, spec: oci.Spec) -> builtins.list[oci.Problem]:
-        """``check_spec(spec)`` against this runtime's features (or reported spec version).
-
-        Fields the runtime is known to apply although its reported spec version predates them
-        are not reported: crun 1.8.1 reports 1.0.0 but sets ``domainname``, ``umask``,
-        ``personality`` and the createRuntime/createContainer/startContainer hooks; both honour
-        seccomp ``defaultErrnoRet``/``errnoRet`` (spec 1.1.0; runc 1.1.5 reports 1.0.2-dev).
-        """
+        """``check_spec(spec)`` against this runtime's features (or reported spec version),
+        less the fields it is known to apply anyway (``spec_check.KNOWN_APPLIED``)."""
         applied = KNOWN_APPLIED.get(self.version().name, frozenset())
         try:
             return check_spec(spec, self.features(), applied=applied)
@@ -361,16 +358,8 @@ class Runc:
         return bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
 
     def _check_bundle(self, bundle: Bundle, strict: bool | None) -> None:
-        problems = self.check_spec(bundle.spec)
-        if not problems:
-            return
-        text = "; ".join(map(str, problems))
-        if self.strict if strict is None else strict:
-            raise UnsupportedOperationError(
-                f"{self.name} would silently ignore: {text}", [self.path, "create"]
-            )
-        warnings.warn(UnsupportedFieldWarning(f"{self.name} will ignore: {text}", problems),
-                      stacklevel=3)
+        refuse_or_warn(self.check_spec(bundle.spec), self.name, [self.path, "create"],
+                       self.strict if strict is None else strict)
 
     def create(
         self,

@@ -8,11 +8,13 @@ fields runtimes are known to honour although the version they report predates th
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Collection, Sequence
 
 from podkit import oci
+from podkit.runtime.errors import UnsupportedOperationError
 
-__all__ = ["KNOWN_APPLIED", "UnsupportedFieldWarning", "check_spec"]
+__all__ = ["KNOWN_APPLIED", "UnsupportedFieldWarning", "check_spec", "refuse_or_warn"]
 
 
 class UnsupportedFieldWarning(UserWarning):
@@ -70,3 +72,16 @@ def check_spec(
         problems += [p for p in oci.unsupported_fields(spec, features)
                      if p.path not in applied and _INDEX.sub("[]", p.path) not in applied]
     return problems
+
+
+def refuse_or_warn(problems: Sequence[oci.Problem], runtime: str, argv: Sequence[str],
+                   strict: bool) -> None:
+    """Nothing without ``problems``; else ``UnsupportedOperationError`` when ``strict``, or an
+    ``UnsupportedFieldWarning`` pointing at the caller of the runtime's ``create``/``run``."""
+    if not problems:
+        return
+    text = "; ".join(map(str, problems))
+    if strict:
+        raise UnsupportedOperationError(f"{runtime} would silently ignore: {text}", argv)
+    warnings.warn(UnsupportedFieldWarning(f"{runtime} will ignore: {text}", problems),
+                  stacklevel=4)
