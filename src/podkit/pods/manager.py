@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import signal as _signal
 import threading
 import time
@@ -23,40 +22,19 @@ from pathlib import Path
 
 import attrs
 
-from podkit import cgroups, cni, image, netns, oci
-from podkit._files import file_lock, validate_id
-from podkit.errors import (
-    AlreadyExistsError,
-    ConflictError,
-    InvalidArgumentError,
-    NotFoundError,
-    PodkitError,
-    quote,
-)
+from podkit import cgroups, cni, image, netns
+from podkit._files import file_lock
+from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
 from podkit.pods import images as pod_images
 from podkit.pods import network, processes, recovery, rules
-from podkit.pods.config import (
-    ContainerConfig,
-    LinuxContainerResources,
-    NamespaceMode,
-    SandboxConfig,
-)
-from podkit.pods.container_spec import (
-    ContainerConfigError,
-    DeviceInjector,
-    PodContext,
-    build_container_spec,
-    check_container_config,
-    resolve_security,
-    resources_opts,
-)
+from podkit.pods.config import NamespaceMode, SandboxConfig
+from podkit.pods.container_spec import DeviceInjector
+from podkit.pods.containers import ContainerLifecycle
 from podkit.pods.pause import PauseRootfs
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
     Container,
-    ContainerFilter,
-    ContainerState,
     ContainerStats,
     PauseConfig,
     RecoveryReport,
@@ -65,25 +43,15 @@ from podkit.pods.records import (
     SandboxState,
     SandboxStats,
 )
+from podkit.pods.registry import Registry
 from podkit.pods.sandbox_spec import (
     SANDBOX_OOM_SCORE_ADJ,
     SandboxConfigError,
     validate_sandbox_config,
 )
-from podkit.pods.steps import SandboxSteps, Step, network_and_files, pinned_kinds, undo_steps
+from podkit.pods.steps import SandboxSteps, Step, network_and_files, undo_steps
 from podkit.pods.store import RecordStore
-from podkit.runtime import (
-    AttachStream,
-    Bundle,
-    Conmon,
-    ConmonSupervisor,
-    ExecResult,
-    ExitStatus,
-    Runc,
-    Runtime,
-    Supervisor,
-)
-from podkit.runtime.errors import NotRunningError
+from podkit.runtime import Conmon, ConmonSupervisor, Runc, Runtime, Supervisor
 
 __all__ = ["SandboxManager"]
 
@@ -94,7 +62,7 @@ def _now() -> int:
     return time.time_ns()
 
 
-class SandboxManager:
+class SandboxManager(ContainerLifecycle):
     """Run pods: netns, CNI, sandbox files, a pause container, then application containers.
 
     ``root_dir`` holds per-pod files and bundles, ``state_dir`` the JSON records (and conmon's
@@ -109,8 +77,10 @@ class SandboxManager:
     there (``rootfs_mode``: ``auto``, ``overlay`` or ``copy``), removed with the container.
     The pause's shared rootfs there is unmounted once no pod uses it (last pod removed,
     :meth:`close`, :meth:`recover`) and mounted again for the next pod.
-    ``steps`` is the table of :meth:`run_sandbox`'s steps by name (see ``podkit.pods.steps``);
-    ``records`` the store of the records on disk.
+    ``steps`` is the table of :meth:`run_sandbox`'s steps by name and ``sandbox_steps`` the
+    object doing their work (see ``podkit.pods.steps``); ``records`` the store of the records
+    on disk; ``registry`` the pods and containers in memory. The container methods come from
+    :class:`~podkit.pods.containers.ContainerLifecycle`.
     One manager per ``state_dir`` at a time (an exclusive lock); thread-safe.
     """
 
@@ -171,12 +141,8 @@ class SandboxManager:
             root_dir=self.root_dir, supervisor=supervisor, runtime=runtime, pause=self._pause,
             networks=lambda: self.networks, oom_score_floor=self.oom_score_floor)
         self.steps: dict[str, Step] = self.sandbox_steps.table()
-        self._lock = threading.Lock()  # names and the two dicts
-        self._names: dict[str, str] = {}
-        self._sandboxes: dict[str, Sandbox] = {}
-        self._containers: dict[str, Container] = {}
-        self._built: dict[str, Bundle] = {}  # bundles of CREATED containers, spec in memory
-        self._sandbox_locks: dict[str, threading.RLock] = {}
+        self.registry = Registry()
+        self._networks_lock = threading.Lock()
         self._lock_cm = file_lock(self.state_dir / "manager.lock", blocking=False)
         self._lock_cm.__enter__()  # ConflictError while another manager uses state_dir
         self._opened_at = time.time()  # temp files older than this are an earlier process's
@@ -206,7 +172,7 @@ class SandboxManager:
         config dropped in after start); "" when loaded or nothing to do, else the reason."""
         if self.network_loader is None:
             return ""
-        with self._lock:
+        with self._networks_lock:
             if self.networks is not None:
                 return ""
             try:
@@ -231,40 +197,7 @@ class SandboxManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- records, names, locks --------------------------------------------------------------
-
-    def _sandbox_lock(self, id: str) -> threading.RLock:
-        with self._lock:
-            return self._sandbox_locks.setdefault(id, threading.RLock())
-
-    def _reserve(self, name: str, id: str, what: str) -> None:
-        with self._lock:
-            owner = self._names.get(name)
-            if owner is not None:
-                raise AlreadyExistsError(f"{what} name {name!r} is already reserved by {owner}")
-            self._names[name] = id
-
-    def _release(self, name: str, id: str) -> None:
-        with self._lock:
-            if self._names.get(name) == id:
-                del self._names[name]
-
-    def _get_sandbox(self, id: str) -> Sandbox:
-        with self._lock:
-            sb = self._sandboxes.get(id)
-        if sb is None:
-            raise NotFoundError(f"no sandbox {quote(id)}")
-        return sb
-
-    def _get_container(self, id: str) -> Container:
-        with self._lock:
-            c = self._containers.get(id)
-        if c is None:
-            raise NotFoundError(f"no container {quote(id)}")
-        return c
-
-    def _container_dir(self, id: str) -> Path:
-        return self.root_dir / "containers" / id
+    # -- pods ------------------------------------------------------------------------------
 
     # -- run_sandbox ------------------------------------------------------------------------
 
@@ -276,11 +209,10 @@ class SandboxManager:
         (``SANDBOX_STEPS``; without a pause, ``INFRALESS_STEPS``: IPC and UTS pinned instead).
         """
         sb = self._new_sandbox(config)
-        self._reserve(sb.name, sb.id, "pod")
-        with self._sandbox_lock(sb.id):
+        self.registry.reserve(sb.name, sb.id, "pod")
+        with self.registry.sandbox_lock(sb.id):
             try:
-                with self._lock:
-                    self._sandboxes[sb.id] = sb
+                self.registry.add_sandbox(sb)
                 self._take_steps(sb)
                 sb.phase = "created"
                 sb.state = SandboxState.SANDBOX_READY
@@ -357,11 +289,9 @@ class SandboxManager:
 
     def _forget_sandbox(self, sb: Sandbox) -> None:
         self.records.drop("sandboxes", sb.id)
-        with self._lock:
-            self._sandboxes.pop(sb.id, None)
-            self._sandbox_locks.pop(sb.id, None)
+        self.registry.drop_sandbox(sb.id)
         self._pause.forget(sb.id)
-        self._release(sb.name, sb.id)
+        self.registry.release(sb.name, sb.id)
         try:
             self._unmount_unused_pause_rootfs()
         except (PodkitError, OSError) as exc:  # the pod is gone; the mount waits for close()
@@ -369,8 +299,8 @@ class SandboxManager:
 
     def _unmount_unused_pause_rootfs(self) -> None:
         """Unmount each shared pause rootfs no pod of this manager uses."""
-        with self._lock:
-            pods = [(id, self.sandbox_steps.sandbox_dir(id) / "bundle") for id in self._sandboxes]
+        pods = [(sb.id, self.sandbox_steps.sandbox_dir(sb.id) / "bundle")
+                for sb in self.registry.sandboxes()]
         self._pause.unmount_unused(pods)
 
     # -- stop / remove / status / list --------------------------------------------------------
@@ -381,10 +311,10 @@ class SandboxManager:
         The record, files and containers stay until :meth:`remove_sandbox`.
         """
         try:
-            sb = self._get_sandbox(id)
+            sb = self.registry.sandbox(id)
         except NotFoundError:
             return
-        with self._sandbox_lock(id):
+        with self.registry.sandbox_lock(id):
             self._stop_sandbox_locked(sb)
 
     def _undo_network(self, sb: Sandbox, final: bool) -> None:
@@ -444,7 +374,7 @@ class SandboxManager:
     def _kill_pod_processes(self, sb: Sandbox) -> builtins.list[BaseException]:
         """SIGKILL every container, then the pause; unmount /dev/shm. The errors."""
         errors: builtins.list[BaseException] = []
-        for c in self._containers_of(sb.id):
+        for c in self.registry.containers_of(sb.id):
             try:
                 self._stop_container_locked(c, 0)
             except PodkitError as exc:
@@ -485,15 +415,15 @@ class SandboxManager:
     def remove_sandbox(self, id: str) -> None:
         """Stop the pod if needed, remove its containers, files and record; idempotent."""
         try:
-            sb = self._get_sandbox(id)
+            sb = self.registry.sandbox(id)
         except NotFoundError:
             return
-        with self._sandbox_lock(id):
-            if id not in self._sandboxes:
+        with self.registry.sandbox_lock(id):
+            if not self.registry.has_sandbox(id):
                 return
 
             def delete_processes() -> None:  # while CNI DEL runs
-                for c in self._containers_of(id):
+                for c in self.registry.containers_of(id):
                     self._remove_container_locked(c)
                 if "pause" in sb.steps:
                     self.steps["pause"].undo(sb)
@@ -510,8 +440,8 @@ class SandboxManager:
 
     def sandbox_status(self, id: str) -> Sandbox:
         """The pod's record; NOTREADY once its pause has exited."""
-        sb = self._get_sandbox(id)
-        with self._sandbox_lock(id):
+        sb = self.registry.sandbox(id)
+        with self.registry.sandbox_lock(id):
             if (sb.state == SandboxState.SANDBOX_READY and "pause" in sb.steps
                     and not processes.running(self.runtime, sb.id)):
                 sb.state = SandboxState.SANDBOX_NOTREADY
@@ -521,8 +451,8 @@ class SandboxManager:
     def list_sandboxes(self, filter: SandboxFilter | None = None) -> builtins.list[Sandbox]:
         """Pods matching ``filter`` (all by default), oldest first."""
         f = filter or SandboxFilter()
-        with self._lock:  # a pod whose undo failed is listed (NOTREADY): remove retries it
-            items = [attrs.evolve(s) for s in self._sandboxes.values() if s.phase != "creating"]
+        # a pod whose undo failed is listed (NOTREADY): remove retries it
+        items = [attrs.evolve(s) for s in self.registry.sandboxes() if s.phase != "creating"]
         return sorted(
             (s for s in items
              if s.id.startswith(f.id) and (f.state is None or s.state == f.state)
@@ -530,340 +460,11 @@ class SandboxManager:
             key=lambda s: s.created_at,
         )
 
-    # -- containers -------------------------------------------------------------------------
-
-    def _containers_of(self, sandbox_id: str) -> builtins.list[Container]:
-        with self._lock:
-            return [c for c in self._containers.values() if c.sandbox_id == sandbox_id]
-
-    def _pod_context(self, sb: Sandbox) -> PodContext:
-        pid = sb.pid
-        if "pause" in sb.steps:
-            paths = {t: f"/proc/{pid}/ns/{n}" for t, n in
-                     (("network", "net"), ("ipc", "ipc"), ("uts", "uts"), ("pid", "pid"))}
-        else:  # infra-less: the pins; the pod pid namespace is the first running container's
-            ns_dir = self.sandbox_steps.sandbox_dir(sb.id) / "ns"
-            paths = {k: str(ns_dir / k) for k in pinned_kinds(sb)}
-            if sb.netns_path:
-                paths["network"] = sb.netns_path
-            for c in sorted(self._containers_of(sb.id), key=lambda c: c.started_at):
-                self._refresh(c)
-                if c.state == ContainerState.CONTAINER_RUNNING and c.pid_namespace_owner:
-                    paths["pid"] = f"/proc/{c.pid}/ns/pid"
-                    break
-        userns = sb.config.linux.security_context.namespace_options.userns_options
-        if userns is not None and userns.mode == NamespaceMode.POD:
-            paths["user"] = f"/proc/{pid}/ns/user"
-        hostname = rules.host_hostname() if sb.host_network else ""
-        return PodContext(id=sb.id, config=sb.config, files=self.sandbox_steps.files(sb),
-                          namespace_paths=paths, hostname=hostname)
-
-    def _target_pid_namespace(self, sandbox_id: str, config: ContainerConfig) -> str | None:
-        """The pid namespace of ``namespace_options.target_id`` (TARGET mode), if it runs."""
-        ns = config.linux.security_context.namespace_options
-        if ns.pid != NamespaceMode.TARGET:
-            return None
-        with self._lock:
-            t = self._containers.get(ns.target_id)
-        if t is None or t.sandbox_id != sandbox_id:
-            raise ContainerConfigError(
-                f"namespace_options.target_id {ns.target_id!r}: no such container in "
-                f"sandbox {sandbox_id}")
-        self._refresh(t)
-        return f"/proc/{t.pid}/ns/pid" if t.state == ContainerState.CONTAINER_RUNNING else None
-
-    def create_container(self, sandbox_id: str, config: ContainerConfig, *,
-                         meta: Mapping[str, str] | None = None) -> str:
-        """Validate and build the container's spec and bundle (CREATED); its ID.
-
-        The runtime sees the container at :meth:`start_container` (supervisors create and start
-        in one step). Bad configs fail here, before anything is written. ``config.image`` is an
-        absolute rootfs directory, or (with ``images``) an image reference, image ID or digest:
-        the container then gets its own rootfs from the store and the image's defaults
-        (entrypoint, cmd, env, working dir, user, stop signal); an error after the rootfs was
-        made removes it again. ``config.stop_signal`` is 0 (the image's, else SIGTERM) or a
-        signal the CRI can name (1-31, 34-64). ``meta`` is kept in the record as is.
-        """
-        if config.stop_signal and not pod_images.valid_stop_signal(config.stop_signal):
-            raise ContainerConfigError(
-                f"stop_signal {config.stop_signal}: not a Linux signal the CRI can name (want "
-                "0 for the default, 1-31 or 34-64)")
-        sb = self._get_sandbox(sandbox_id)
-        with self._sandbox_lock(sandbox_id):
-            if sb.state != SandboxState.SANDBOX_READY or sb.phase != "created":
-                raise ConflictError(f"sandbox {sandbox_id} is not ready")
-            found = pod_images.container_image(self.images, config)
-            config = found.config
-            target = self._target_pid_namespace(sandbox_id, config)
-            c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
-                          name=rules.container_name(config.metadata, sb.config.metadata),
-                          config=config, created_at=_now(), meta=dict(meta or {}))
-            pod = self._pod_context(sb)
-            build_config, c.pid_namespace_owner = rules.infraless_pid_namespace(
-                config, sb.config, has_pause="pause" in sb.steps,
-                pod_pid_known="pid" in pod.namespace_paths)
-
-            check_container_config(build_config, pod)
-            sec = resolve_security(build_config)  # profiles looked up (and loaded) once
-
-            def build(rootfs: str) -> oci.Spec:
-                return build_container_spec(
-                    build_config, pod, id=c.id, rootfs=rootfs, image=found.defaults,
-                    target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
-                    cdi=self.cdi, security=sec,
-                )
-
-            if sb.config.log_directory and config.log_path:
-                c.log_path = rules.container_log_path(
-                    sb.config.log_directory, config.log_path, ContainerConfigError)
-            # with an image, its rootfs is needed to build (user names are looked up in it)
-            spec = build(config.image) if found.image is None else None
-            self._reserve(c.name, c.id, "container")
-            try:
-                if found.image is not None:
-                    spec = build(self._make_rootfs(c, found.image))
-                assert spec is not None
-                self._write_bundle(c, spec)
-            except BaseException as exc:
-                try:
-                    self._forget_container(c)
-                except Exception as e:  # the record stays: recover() retries
-                    exc.add_note(f"cleanup after the failure also failed: {e}")
-                    self._release(c.name, c.id)
-                raise
-            return c.id
-
-    def _make_rootfs(self, c: Container, img: image.Image) -> str:
-        """The container's own rootfs from the image, recorded before it exists (recover()
-        removes it after a crash)."""
-        assert self.images is not None
-        c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
-        c.image_id, c.image_digest = img.config.digest, img.target.digest
-        self.records.save(c)
-        made = image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode)
-        return str(made.path)
-
-    def _write_bundle(self, c: Container, spec: oci.Spec) -> None:
-        """The bundle first, then the record (recover() removes bundles without a record)."""
-        c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
-        bundle = self._container_dir(c.id) / "bundle"
-        bundle.mkdir(parents=True)
-        spec.dump(bundle / "config.json")
-        c.steps = (*c.steps, "bundle")
-        c.phase = "created"
-        self.records.save(c)
-        with self._lock:
-            self._containers[c.id] = c
-            self._built[c.id] = Bundle(bundle, spec)
-
-    def adopt_rootfs(self, id: str, rootfs_key: str, *, image_ref: str = "",
-                     image_id: str = "", image_digest: str = "",
-                     meta: Mapping[str, str] | None = None) -> None:
-        """Record that the store rootfs ``rootfs_key`` (and that image) belongs to container
-        ``id``, so it is removed with it: for containers whose rootfs a caller made itself
-        (the CRI server did before the manager resolved images). ``meta`` is merged in."""
-        if self.images is None:
-            raise InvalidArgumentError(
-                f"container {id}: rootfs {rootfs_key!r} needs the image store (images=)")
-        c = self._get_container(id)
-        with self._sandbox_lock(c.sandbox_id):
-            if c.rootfs_key and c.rootfs_key != rootfs_key:
-                raise ConflictError(f"container {id} already has the rootfs {c.rootfs_key!r}")
-            c.rootfs_key = validate_id(rootfs_key, "rootfs key")
-            c.image_ref = image_ref or c.image_ref
-            c.image_id = image_id or c.image_id
-            c.image_digest = image_digest or c.image_digest
-            c.meta = {**c.meta, **(meta or {})}
-            self.records.save(c)
-
-    def _forget_container(self, c: Container) -> None:
-        if c.rootfs_key:  # before the record goes: a failure keeps it for a later retry
-            if self.images is None:
-                raise PodkitError(
-                    f"container {c.id}: its rootfs {c.rootfs_key!r} (image {c.image_ref}) is "
-                    "in an image store this manager was not given (images=)")
-            try:
-                image.remove_rootfs(self.images, c.rootfs_key)
-            except OSError as exc:
-                raise PodkitError(f"container {c.id}: remove rootfs {c.rootfs_key}: {exc}") \
-                    from exc
-        shutil.rmtree(self._container_dir(c.id), ignore_errors=True)
-        self.records.drop("containers", c.id)
-        with self._lock:
-            self._containers.pop(c.id, None)
-            self._built.pop(c.id, None)
-        self._release(c.name, c.id)
-
-    def _log_path(self, c: Container) -> str:
-        return c.log_path or str(self._container_dir(c.id) / "container.log")
-
-    def container_log_file(self, id: str) -> str:
-        """Where the container's output goes: its CRI log path, or a file in its own dir
-        when the pod has no log directory (removed with the container)."""
-        return self._log_path(self._get_container(id))
-
-    def start_container(self, id: str) -> None:
-        """Create and start the container under the supervisor (CREATED -> RUNNING)."""
-        c = self._get_container(id)
-        with self._sandbox_lock(c.sandbox_id):
-            if c.state != ContainerState.CONTAINER_CREATED:
-                raise ConflictError(f"container {id} is {c.state.name}, not CREATED")
-            c.steps = (*c.steps, "runtime")
-            self.records.save(c)
-            cfg = c.config
-            started = _now()
-            with self._lock:
-                built = self._built.pop(id, None)
-            try:
-                c.pid = self.supervisor.start(
-                    id, built or self._container_dir(id) / "bundle", log_path=self._log_path(c),
-                    tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)
-            except BaseException as exc:
-                try:
-                    processes.delete(self.supervisor, self.runtime, id)
-                    c.steps = tuple(s for s in c.steps if s != "runtime")
-                except Exception as e:  # the step stays: removing the container retries it
-                    exc.add_note(f"cleanup after the failure also failed: {e}")
-                c.state = ContainerState.CONTAINER_EXITED
-                c.exit_code, c.reason, c.message = 128, "StartError", str(exc)
-                c.finished_at = _now()
-                self.records.save(c)
-                raise
-            c.state = ContainerState.CONTAINER_RUNNING
-            c.started_at = started
-            self.records.save(c)
-
-    def _record_exit(self, c: Container, status: ExitStatus) -> None:
-        c.state = ContainerState.CONTAINER_EXITED
-        c.exit_code = status.exit_code
-        c.finished_at = (int(status.exited_at.timestamp() * 1e9) if status.exited_at
-                         else _now())
-        c.finished_at = max(c.finished_at, c.started_at)
-        oom = processes.oom_killed(self.supervisor, c.id)
-        c.reason = "OOMKilled" if oom else ("Completed" if status.exit_code == 0 else "Error")
-        self.records.save(c)
-
-    def _refresh(self, c: Container) -> None:
-        if c.state == ContainerState.CONTAINER_RUNNING:
-            status = processes.exit_status(self.supervisor, self.runtime, c.id)
-            if status is not None:
-                self._record_exit(c, status)
-
-    def stop_container(self, id: str, timeout: float = 0) -> None:
-        """Stop signal (SIGTERM unless the config names one), ``timeout`` s, SIGKILL; idempotent."""
-        try:
-            c = self._get_container(id)
-        except NotFoundError:
-            return
-        with self._sandbox_lock(c.sandbox_id):
-            self._stop_container_locked(c, timeout)
-
-    def _stop_container_locked(self, c: Container, timeout: float) -> None:
-        self._refresh(c)
-        if c.state != ContainerState.CONTAINER_RUNNING:
-            return
-        status = processes.kill_and_wait(self.supervisor, self.runtime, c.id, timeout,
-                                         c.config.stop_signal or _signal.SIGTERM)
-        self._record_exit(c, status)
-
-    def remove_container(self, id: str) -> None:
-        """Force-stop, delete from the runtime, remove bundle and record; idempotent.
-
-        The log file is kept (it belongs to the log directory's owner).
-        """
-        try:
-            c = self._get_container(id)
-        except NotFoundError:
-            return
-        with self._sandbox_lock(c.sandbox_id):
-            if id in self._containers:
-                self._remove_container_locked(c)
-
-    def _remove_container_locked(self, c: Container) -> None:
-        self._stop_container_locked(c, 0)
-        c.phase = "removing"
-        self.records.save(c)
-        if "runtime" in c.steps:
-            processes.delete(self.supervisor, self.runtime, c.id)
-        self._forget_container(c)
-
-    def container_status(self, id: str) -> Container:
-        """State, exit code, reason, timestamps, mounts and log path of a container."""
-        c = self._get_container(id)
-        with self._sandbox_lock(c.sandbox_id):
-            self._refresh(c)
-            return attrs.evolve(c)
-
-    def list_containers(self, filter: ContainerFilter | None = None) -> builtins.list[Container]:
-        """Containers matching ``filter`` (all by default), oldest first."""
-        f = filter or ContainerFilter()
-        with self._lock:
-            items = list(self._containers.values())
-        out = []
-        for c in items:
-            if c.phase != "created":
-                continue
-            with self._sandbox_lock(c.sandbox_id):
-                self._refresh(c)
-                c = attrs.evolve(c)
-            if (c.id.startswith(f.id) and (f.state is None or c.state == f.state)
-                    and c.sandbox_id.startswith(f.pod_sandbox_id)
-                    and all(c.config.labels.get(k) == v for k, v in f.label_selector.items())):
-                out.append(c)
-        return sorted(out, key=lambda c: c.created_at)
-
-    def _running_container(self, id: str) -> Container:
-        c = self.container_status(id)
-        if c.state != ContainerState.CONTAINER_RUNNING:
-            raise NotRunningError(f"container {id} is not running ({c.state.name})")
-        return c
-
-    def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> ExecResult:
-        """Run ``cmd`` in a running container; exit code, stdout, stderr."""
-        self._running_container(id)
-        return self.supervisor.exec_sync(id, list(cmd), timeout)
-
-    def attach(self, id: str) -> AttachStream:
-        """Connect to a running container's stdio (output from now on; stdin if configured)."""
-        self._running_container(id)
-        return self.supervisor.attach(id)
-
-    def resize_tty(self, id: str, rows: int, cols: int) -> None:
-        """Resize the tty of a running container created with ``tty=True``."""
-        c = self.container_status(id)
-        if not c.config.tty:
-            raise InvalidArgumentError(f"container {id} has no tty")
-        self._running_container(id)
-        self.supervisor.resize(id, rows, cols)
-
-    def update_container_resources(self, id: str, resources: LinuxContainerResources) -> None:
-        """Change a running container's cgroup limits (and remember them in its record)."""
-        c = self._get_container(id)
-        with self._sandbox_lock(c.sandbox_id):
-            spec = oci.generate(oci.default_spec(), *resources_opts(resources))
-            res = spec.linux.resources if spec.linux else None
-            if res is None:
-                raise InvalidArgumentError(f"no resources to update in {resources!r}")
-            self.runtime.update(id, res)
-            c.config = attrs.evolve(
-                c.config, linux=attrs.evolve(c.config.linux, resources=resources))
-            self.records.save(c)
-
-    def reopen_container_log(self, id: str) -> None:
-        """Continue the container's log in a new file (after the old one was moved away)."""
-        self._running_container(id)
-        self.supervisor.reopen_log(id)
-
-    def container_stats(self, id: str) -> ContainerStats:
-        """CPU, memory and pid usage from the container's cgroup v1 directories."""
-        c = self._get_container(id)
-        return ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
-
     def sandbox_stats(self, id: str) -> SandboxStats:
         """The pod's usage: pause plus every container, summed; containers listed."""
-        sb = self._get_sandbox(id)
+        sb = self.registry.sandbox(id)
         containers = tuple(ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
-                           for c in self._containers_of(id) if c.cgroups_path)
+                           for c in self.registry.containers_of(id) if c.cgroups_path)
         every = containers
         if sb.cgroups_path:
             every = (ContainerStats.of(sb.id, cgroups.usage(sb.cgroups_path), _now()),
@@ -892,15 +493,9 @@ class SandboxManager:
         errors: builtins.list[str] = []
         for path in self._sweep_temps():
             _log.info("recover: removed %s (a write cut short)", path)
-        sandboxes = {s.id: s for s in self.records.load("sandboxes", Sandbox)}
-        containers = self.records.load("containers", Container)
-        with self._lock:  # records this manager already holds stay the ones in use
-            for s in sandboxes.values():
-                sandboxes[s.id] = self._sandboxes.setdefault(s.id, s)
-                self._names.setdefault(s.name, s.id)
-            containers = [self._containers.setdefault(c.id, c) for c in containers]
-            for c in containers:
-                self._names.setdefault(c.name, c.id)
+        # records this manager already holds stay the ones in use
+        sandboxes, containers = self.registry.adopt(self.records.load("sandboxes", Sandbox),
+                                                    self.records.load("containers", Container))
         adopted_c = self._recover_containers(containers, sandboxes, rolled, errors)
         recovery.remove_orphan_dirs(self.root_dir, set(sandboxes), {c.id for c in containers})
         adopted_s = self._recover_sandboxes(sandboxes.values(), rolled, errors)
@@ -937,7 +532,7 @@ class SandboxManager:
                 except PodkitError as exc:
                     errors.append(f"container {c.id}: {exc}")
             else:
-                with self._sandbox_lock(c.sandbox_id):
+                with self.registry.sandbox_lock(c.sandbox_id):
                     self._refresh(c)
                 adopted.append(c.id)
         return adopted
@@ -951,7 +546,7 @@ class SandboxManager:
                 self.sandbox_status(sb.id)
                 adopted.append(sb.id)
                 continue
-            with self._sandbox_lock(sb.id):
+            with self.registry.sandbox_lock(sb.id):
                 errs = self._undo_sandbox(sb)
                 if errs:
                     errs += self._keep_for_removal(sb)
@@ -967,8 +562,7 @@ class SandboxManager:
         Every pod is tried; the ones that could not be removed (they stay listed, NOTREADY)
         are named together in one ``PodkitError`` at the end.
         """
-        with self._lock:
-            ids = list(self._sandboxes)
+        ids = [sb.id for sb in self.registry.sandboxes()]
         errors = []
         for id in ids:
             try:

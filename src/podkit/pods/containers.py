@@ -1,0 +1,395 @@
+"""The container half of ``SandboxManager``: create, start, stop, remove and inspect the
+application containers of its pods.
+
+``ContainerLifecycle`` is a base class of ``SandboxManager`` (its public container methods are
+the manager's); it works on the state the manager sets up (the records, the registry, the
+supervisor and runtime) and asks the pod half only for a pod's namespaces and files. A
+container's record is written before each step it takes (``rootfs``, ``bundle``, ``runtime``),
+so a failure or a later ``recover()`` removes exactly what exists.
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import attrs
+
+from podkit import cgroups, image, oci
+from podkit._files import validate_id
+from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, PodkitError
+from podkit.pods import images as pod_images
+from podkit.pods import processes, rules
+from podkit.pods.config import ContainerConfig, LinuxContainerResources, NamespaceMode
+from podkit.pods.container_spec import (
+    ContainerConfigError,
+    DeviceInjector,
+    PodContext,
+    build_container_spec,
+    check_container_config,
+    resolve_security,
+    resources_opts,
+)
+from podkit.pods.records import (
+    Container,
+    ContainerFilter,
+    ContainerState,
+    ContainerStats,
+    Sandbox,
+    SandboxState,
+)
+from podkit.pods.registry import Registry
+from podkit.pods.steps import SandboxSteps, pinned_kinds
+from podkit.pods.store import RecordStore
+from podkit.runtime import AttachStream, Bundle, ExecResult, ExitStatus, Runtime, Supervisor
+from podkit.runtime.errors import NotRunningError
+
+__all__ = ["ContainerLifecycle"]
+
+
+def _now() -> int:
+    return time.time_ns()
+
+
+class ContainerLifecycle:
+    """The container methods of ``SandboxManager`` (see there); the attributes below are the
+    manager's."""
+
+    root_dir: Path
+    records: RecordStore
+    registry: Registry
+    runtime: Runtime
+    supervisor: Supervisor
+    sandbox_steps: SandboxSteps
+    cdi: DeviceInjector | None
+    rootfs_mode: str
+    oom_score_floor: int
+
+    @property
+    def images(self) -> image.ImageStore | None:
+        """The image store container images are resolved in (the manager's)."""
+        raise NotImplementedError
+
+    def _container_dir(self, id: str) -> Path:
+        return self.root_dir / "containers" / id
+
+    def _pod_context(self, sb: Sandbox) -> PodContext:
+        pid = sb.pid
+        if "pause" in sb.steps:
+            paths = {t: f"/proc/{pid}/ns/{n}" for t, n in
+                     (("network", "net"), ("ipc", "ipc"), ("uts", "uts"), ("pid", "pid"))}
+        else:  # infra-less: the pins; the pod pid namespace is the first running container's
+            ns_dir = self.sandbox_steps.sandbox_dir(sb.id) / "ns"
+            paths = {k: str(ns_dir / k) for k in pinned_kinds(sb)}
+            if sb.netns_path:
+                paths["network"] = sb.netns_path
+            for c in sorted(self.registry.containers_of(sb.id), key=lambda c: c.started_at):
+                self._refresh(c)
+                if c.state == ContainerState.CONTAINER_RUNNING and c.pid_namespace_owner:
+                    paths["pid"] = f"/proc/{c.pid}/ns/pid"
+                    break
+        userns = sb.config.linux.security_context.namespace_options.userns_options
+        if userns is not None and userns.mode == NamespaceMode.POD:
+            paths["user"] = f"/proc/{pid}/ns/user"
+        hostname = rules.host_hostname() if sb.host_network else ""
+        return PodContext(id=sb.id, config=sb.config, files=self.sandbox_steps.files(sb),
+                          namespace_paths=paths, hostname=hostname)
+
+    def _target_pid_namespace(self, sandbox_id: str, config: ContainerConfig) -> str | None:
+        """The pid namespace of ``namespace_options.target_id`` (TARGET mode), if it runs."""
+        ns = config.linux.security_context.namespace_options
+        if ns.pid != NamespaceMode.TARGET:
+            return None
+        t = self.registry.find_container(ns.target_id)
+        if t is None or t.sandbox_id != sandbox_id:
+            raise ContainerConfigError(
+                f"namespace_options.target_id {ns.target_id!r}: no such container in "
+                f"sandbox {sandbox_id}")
+        self._refresh(t)
+        return f"/proc/{t.pid}/ns/pid" if t.state == ContainerState.CONTAINER_RUNNING else None
+
+    def create_container(self, sandbox_id: str, config: ContainerConfig, *,
+                         meta: Mapping[str, str] | None = None) -> str:
+        """Validate and build the container's spec and bundle (CREATED); its ID.
+
+        The runtime sees the container at :meth:`start_container` (supervisors create and start
+        in one step). Bad configs fail here, before anything is written. ``config.image`` is an
+        absolute rootfs directory, or (with ``images``) an image reference, image ID or digest:
+        the container then gets its own rootfs from the store and the image's defaults
+        (entrypoint, cmd, env, working dir, user, stop signal); an error after the rootfs was
+        made removes it again. ``config.stop_signal`` is 0 (the image's, else SIGTERM) or a
+        signal the CRI can name (1-31, 34-64). ``meta`` is kept in the record as is.
+        """
+        if config.stop_signal and not pod_images.valid_stop_signal(config.stop_signal):
+            raise ContainerConfigError(
+                f"stop_signal {config.stop_signal}: not a Linux signal the CRI can name (want "
+                "0 for the default, 1-31 or 34-64)")
+        sb = self.registry.sandbox(sandbox_id)
+        with self.registry.sandbox_lock(sandbox_id):
+            if sb.state != SandboxState.SANDBOX_READY or sb.phase != "created":
+                raise ConflictError(f"sandbox {sandbox_id} is not ready")
+            found = pod_images.container_image(self.images, config)
+            config = found.config
+            target = self._target_pid_namespace(sandbox_id, config)
+            c = Container(id=secrets.token_hex(32), sandbox_id=sandbox_id,
+                          name=rules.container_name(config.metadata, sb.config.metadata),
+                          config=config, created_at=_now(), meta=dict(meta or {}))
+            pod = self._pod_context(sb)
+            build_config, c.pid_namespace_owner = rules.infraless_pid_namespace(
+                config, sb.config, has_pause="pause" in sb.steps,
+                pod_pid_known="pid" in pod.namespace_paths)
+
+            check_container_config(build_config, pod)
+            sec = resolve_security(build_config)  # profiles looked up (and loaded) once
+
+            def build(rootfs: str) -> oci.Spec:
+                return build_container_spec(
+                    build_config, pod, id=c.id, rootfs=rootfs, image=found.defaults,
+                    target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
+                    cdi=self.cdi, security=sec,
+                )
+
+            if sb.config.log_directory and config.log_path:
+                c.log_path = rules.container_log_path(
+                    sb.config.log_directory, config.log_path, ContainerConfigError)
+            # with an image, its rootfs is needed to build (user names are looked up in it)
+            spec = build(config.image) if found.image is None else None
+            self.registry.reserve(c.name, c.id, "container")
+            try:
+                if found.image is not None:
+                    spec = build(self._make_rootfs(c, found.image))
+                assert spec is not None
+                self._write_bundle(c, spec)
+            except BaseException as exc:
+                try:
+                    self._forget_container(c)
+                except Exception as e:  # the record stays: recover() retries
+                    exc.add_note(f"cleanup after the failure also failed: {e}")
+                    self.registry.release(c.name, c.id)
+                raise
+            return c.id
+
+    def _make_rootfs(self, c: Container, img: image.Image) -> str:
+        """The container's own rootfs from the image, recorded before it exists (recover()
+        removes it after a crash)."""
+        assert self.images is not None
+        c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
+        c.image_id, c.image_digest = img.config.digest, img.target.digest
+        self.records.save(c)
+        made = image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode)
+        return str(made.path)
+
+    def _write_bundle(self, c: Container, spec: oci.Spec) -> None:
+        """The bundle first, then the record (recover() removes bundles without a record)."""
+        c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
+        bundle = self._container_dir(c.id) / "bundle"
+        bundle.mkdir(parents=True)
+        spec.dump(bundle / "config.json")
+        c.steps = (*c.steps, "bundle")
+        c.phase = "created"
+        self.records.save(c)
+        self.registry.add_container(c, Bundle(bundle, spec))
+
+    def adopt_rootfs(self, id: str, rootfs_key: str, *, image_ref: str = "",
+                     image_id: str = "", image_digest: str = "",
+                     meta: Mapping[str, str] | None = None) -> None:
+        """Record that the store rootfs ``rootfs_key`` (and that image) belongs to container
+        ``id``, so it is removed with it: for containers whose rootfs a caller made itself
+        (the CRI server did before the manager resolved images). ``meta`` is merged in."""
+        if self.images is None:
+            raise InvalidArgumentError(
+                f"container {id}: rootfs {rootfs_key!r} needs the image store (images=)")
+        c = self.registry.container(id)
+        with self.registry.sandbox_lock(c.sandbox_id):
+            if c.rootfs_key and c.rootfs_key != rootfs_key:
+                raise ConflictError(f"container {id} already has the rootfs {c.rootfs_key!r}")
+            c.rootfs_key = validate_id(rootfs_key, "rootfs key")
+            c.image_ref = image_ref or c.image_ref
+            c.image_id = image_id or c.image_id
+            c.image_digest = image_digest or c.image_digest
+            c.meta = {**c.meta, **(meta or {})}
+            self.records.save(c)
+
+    def _forget_container(self, c: Container) -> None:
+        if c.rootfs_key:  # before the record goes: a failure keeps it for a later retry
+            if self.images is None:
+                raise PodkitError(
+                    f"container {c.id}: its rootfs {c.rootfs_key!r} (image {c.image_ref}) is "
+                    "in an image store this manager was not given (images=)")
+            try:
+                image.remove_rootfs(self.images, c.rootfs_key)
+            except OSError as exc:
+                raise PodkitError(f"container {c.id}: remove rootfs {c.rootfs_key}: {exc}") \
+                    from exc
+        shutil.rmtree(self._container_dir(c.id), ignore_errors=True)
+        self.records.drop("containers", c.id)
+        self.registry.drop_container(c.id)
+        self.registry.release(c.name, c.id)
+
+    def _log_path(self, c: Container) -> str:
+        return c.log_path or str(self._container_dir(c.id) / "container.log")
+
+    def container_log_file(self, id: str) -> str:
+        """Where the container's output goes: its CRI log path, or a file in its own dir
+        when the pod has no log directory (removed with the container)."""
+        return self._log_path(self.registry.container(id))
+
+    def start_container(self, id: str) -> None:
+        """Create and start the container under the supervisor (CREATED -> RUNNING)."""
+        c = self.registry.container(id)
+        with self.registry.sandbox_lock(c.sandbox_id):
+            if c.state != ContainerState.CONTAINER_CREATED:
+                raise ConflictError(f"container {id} is {c.state.name}, not CREATED")
+            c.steps = (*c.steps, "runtime")
+            self.records.save(c)
+            cfg = c.config
+            started = _now()
+            built = self.registry.take_bundle(id)
+            try:
+                c.pid = self.supervisor.start(
+                    id, built or self._container_dir(id) / "bundle", log_path=self._log_path(c),
+                    tty=cfg.tty, stdin=cfg.stdin, stdin_once=cfg.stdin_once)
+            except BaseException as exc:
+                try:
+                    processes.delete(self.supervisor, self.runtime, id)
+                    c.steps = tuple(s for s in c.steps if s != "runtime")
+                except Exception as e:  # the step stays: removing the container retries it
+                    exc.add_note(f"cleanup after the failure also failed: {e}")
+                c.state = ContainerState.CONTAINER_EXITED
+                c.exit_code, c.reason, c.message = 128, "StartError", str(exc)
+                c.finished_at = _now()
+                self.records.save(c)
+                raise
+            c.state = ContainerState.CONTAINER_RUNNING
+            c.started_at = started
+            self.records.save(c)
+
+    def _record_exit(self, c: Container, status: ExitStatus) -> None:
+        c.state = ContainerState.CONTAINER_EXITED
+        c.exit_code = status.exit_code
+        c.finished_at = (int(status.exited_at.timestamp() * 1e9) if status.exited_at
+                         else _now())
+        c.finished_at = max(c.finished_at, c.started_at)
+        oom = processes.oom_killed(self.supervisor, c.id)
+        c.reason = "OOMKilled" if oom else ("Completed" if status.exit_code == 0 else "Error")
+        self.records.save(c)
+
+    def _refresh(self, c: Container) -> None:
+        if c.state == ContainerState.CONTAINER_RUNNING:
+            status = processes.exit_status(self.supervisor, self.runtime, c.id)
+            if status is not None:
+                self._record_exit(c, status)
+
+    def stop_container(self, id: str, timeout: float = 0) -> None:
+        """Stop signal (SIGTERM unless the config names one), ``timeout`` s, SIGKILL; idempotent."""
+        try:
+            c = self.registry.container(id)
+        except NotFoundError:
+            return
+        with self.registry.sandbox_lock(c.sandbox_id):
+            self._stop_container_locked(c, timeout)
+
+    def _stop_container_locked(self, c: Container, timeout: float) -> None:
+        self._refresh(c)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            return
+        status = processes.kill_and_wait(self.supervisor, self.runtime, c.id, timeout,
+                                         c.config.stop_signal or signal.SIGTERM)
+        self._record_exit(c, status)
+
+    def remove_container(self, id: str) -> None:
+        """Force-stop, delete from the runtime, remove bundle and record; idempotent.
+
+        The log file is kept (it belongs to the log directory's owner).
+        """
+        try:
+            c = self.registry.container(id)
+        except NotFoundError:
+            return
+        with self.registry.sandbox_lock(c.sandbox_id):
+            if self.registry.has_container(id):
+                self._remove_container_locked(c)
+
+    def _remove_container_locked(self, c: Container) -> None:
+        self._stop_container_locked(c, 0)
+        c.phase = "removing"
+        self.records.save(c)
+        if "runtime" in c.steps:
+            processes.delete(self.supervisor, self.runtime, c.id)
+        self._forget_container(c)
+
+    def container_status(self, id: str) -> Container:
+        """State, exit code, reason, timestamps, mounts and log path of a container."""
+        c = self.registry.container(id)
+        with self.registry.sandbox_lock(c.sandbox_id):
+            self._refresh(c)
+            return attrs.evolve(c)
+
+    def list_containers(self, filter: ContainerFilter | None = None) -> builtins.list[Container]:
+        """Containers matching ``filter`` (all by default), oldest first."""
+        f = filter or ContainerFilter()
+        items = self.registry.containers()
+        out = []
+        for c in items:
+            if c.phase != "created":
+                continue
+            with self.registry.sandbox_lock(c.sandbox_id):
+                self._refresh(c)
+                c = attrs.evolve(c)
+            if (c.id.startswith(f.id) and (f.state is None or c.state == f.state)
+                    and c.sandbox_id.startswith(f.pod_sandbox_id)
+                    and all(c.config.labels.get(k) == v for k, v in f.label_selector.items())):
+                out.append(c)
+        return sorted(out, key=lambda c: c.created_at)
+
+    def _running_container(self, id: str) -> Container:
+        c = self.container_status(id)
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            raise NotRunningError(f"container {id} is not running ({c.state.name})")
+        return c
+
+    def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> ExecResult:
+        """Run ``cmd`` in a running container; exit code, stdout, stderr."""
+        self._running_container(id)
+        return self.supervisor.exec_sync(id, list(cmd), timeout)
+
+    def attach(self, id: str) -> AttachStream:
+        """Connect to a running container's stdio (output from now on; stdin if configured)."""
+        self._running_container(id)
+        return self.supervisor.attach(id)
+
+    def resize_tty(self, id: str, rows: int, cols: int) -> None:
+        """Resize the tty of a running container created with ``tty=True``."""
+        c = self.container_status(id)
+        if not c.config.tty:
+            raise InvalidArgumentError(f"container {id} has no tty")
+        self._running_container(id)
+        self.supervisor.resize(id, rows, cols)
+
+    def update_container_resources(self, id: str, resources: LinuxContainerResources) -> None:
+        """Change a running container's cgroup limits (and remember them in its record)."""
+        c = self.registry.container(id)
+        with self.registry.sandbox_lock(c.sandbox_id):
+            spec = oci.generate(oci.default_spec(), *resources_opts(resources))
+            res = spec.linux.resources if spec.linux else None
+            if res is None:
+                raise InvalidArgumentError(f"no resources to update in {resources!r}")
+            self.runtime.update(id, res)
+            c.config = attrs.evolve(
+                c.config, linux=attrs.evolve(c.config.linux, resources=resources))
+            self.records.save(c)
+
+    def reopen_container_log(self, id: str) -> None:
+        """Continue the container's log in a new file (after the old one was moved away)."""
+        self._running_container(id)
+        self.supervisor.reopen_log(id)
+
+    def container_stats(self, id: str) -> ContainerStats:
+        """CPU, memory and pid usage from the container's cgroup v1 directories."""
+        c = self.registry.container(id)
+        return ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
