@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from support import require_root
 from podkit import _linux
+from support import require_root
 
 PROC_SUPER_MAGIC = 0x9FA0
 TMPFS_MAGIC = 0x01021994

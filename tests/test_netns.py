@@ -19,8 +19,8 @@ import pytest
 from pyroute2 import IPRoute
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit import errors, netns
+from support import require_binary, require_isolated
 
 MY_NS = "/proc/thread-self/ns/net"
 
@@ -478,3 +478,19 @@ def test_failure_after_the_mount_leaves_nothing(
     assert os.listdir(ns_dir) == []
     assert not mount_entries(ns_dir / "pk-late")
     assert _leaks.diff(before, private_snapshot()) == []
+
+
+@pytest.mark.integration
+def test_shm_mount_and_unmount_failures_are_netns_errors(tmp_path: Path) -> None:
+    require_isolated()
+    shm = tmp_path / "shm"
+    with pytest.raises(netns.NetNSError, match=f"mount tmpfs on {shm}: ") as info:
+        netns.mount_shm(shm, 1 << 20)  # no such directory
+    assert info.value.path == str(shm)
+    netns.unmount_all(shm)  # no mount point: fine
+    shm.mkdir()
+    netns.mount_shm(shm, 1 << 20)
+    netns.mount_shm(shm, 1 << 20)  # stacked
+    assert [t for t, _ in mount_entries(shm)] == ["tmpfs", "tmpfs"]
+    netns.unmount_all(shm)
+    assert mount_entries(shm) == []

@@ -2,7 +2,8 @@
 ``SandboxManager``, which runs pods end to end.
 
 The public face of the pods layer for pods; the code lives in ``podkit.pods`` (``config``,
-``sandbox_spec``, ``records``, ``network``, ``images``, ``manager``). Every name here is a contract.
+``sandbox_spec``, ``security``, ``records``, ``network``, ``images``, ``manager`` and the modules
+it is built from, ``steps`` among them). Every name here is a contract.
 """
 
 from __future__ import annotations

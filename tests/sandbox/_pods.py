@@ -13,7 +13,6 @@ from typing import Any
 import attrs
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,
@@ -29,6 +28,7 @@ from podkit.pods.config import (
 from podkit.pods.steps import Step
 from podkit.runtime import Runc
 from podkit.sandbox import PauseConfig, SandboxManager, default_networks
+from support import require_binary, require_isolated
 
 BRIDGE = "pkpod0"
 LEAK_KINDS = ("netns", "link", "mount")

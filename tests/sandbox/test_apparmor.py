@@ -20,7 +20,6 @@ import attrs
 import pytest
 from google.protobuf import json_format
 
-from support import require_binary
 from podkit import apparmor, oci
 from podkit.apparmor import DEFAULT_PROFILE, AppArmorError, AppArmorHost
 from podkit.container import (
@@ -41,6 +40,7 @@ from podkit.pods.config import (
     SecurityProfile,
 )
 from podkit.sandbox import SandboxConfigError, apparmor_opt, build_sandbox_spec
+from support import require_binary
 
 from . import _security as security
 from ._security import (

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from support import require, require_binary, require_isolated, require_root
 from podkit import apparmor
 from podkit.container import ContainerConfigError
 from podkit.pods.config import (
@@ -33,6 +32,7 @@ from podkit.pods.config import (
     SecurityProfile,
 )
 from podkit.sandbox import SandboxManager
+from support import require, require_binary, require_isolated, require_root
 
 from ._pods import managed, snapshot
 

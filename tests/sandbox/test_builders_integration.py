@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from support import require_binary, require_isolated
 from podkit import netns
 from podkit.container import PodContext, build_container_spec
 from podkit.pods.config import (
@@ -32,6 +31,7 @@ from podkit.pods.config import (
 )
 from podkit.pods.rules import resolv_conf
 from podkit.sandbox import SandboxFiles, build_sandbox_spec
+from support import require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 

@@ -24,6 +24,7 @@ from podkit.errors import (
     NotFoundError,
     PodkitError,
 )
+from podkit.pods import processes
 from podkit.pods.config import (
     Capability,
     ContainerConfig,
@@ -39,7 +40,6 @@ from podkit.pods.config import (
     PodSandboxMetadata,
     SandboxConfig,
 )
-from podkit.pods import processes
 from podkit.pods.network import quantity
 from podkit.runtime import ExecResult, ExitStatus
 from podkit.runtime.errors import OCIRuntimeError

@@ -13,7 +13,6 @@ from pathlib import Path
 import attrs
 import pytest
 
-from support import REPO
 from podkit import netns
 from podkit.errors import PodkitError
 from podkit.sandbox import (
@@ -21,9 +20,9 @@ from podkit.sandbox import (
     ContainerState,
     PauseConfig,
     Sandbox,
-    SandboxManager,
     SandboxState,
 )
+from support import REPO
 
 from ._pods import (
     ctr_config,

@@ -18,7 +18,6 @@ import attrs
 import pytest
 
 import _leaks
-from support import REPO
 from image.imagebuild import Layer, build_image, write_layout
 from podkit.container import ContainerConfigError
 from podkit.errors import NotFoundError
@@ -27,6 +26,7 @@ from podkit.pods.config import ContainerConfig, LinuxContainerConfig, LinuxConta
 from podkit.pods.images import image_defaults, signal_number
 from podkit.runtime import Runc, read_cri_log
 from podkit.sandbox import ContainerState, PauseConfig, SandboxManager, default_networks
+from support import REPO
 
 from ._pods import BRIDGE, ctr_config, leaked, leftovers, pod_config, snapshot
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from support import require_binary
 from podkit import netns
 from podkit.errors import AlreadyExistsError
 from podkit.pods.config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping
@@ -26,6 +25,7 @@ from podkit.sandbox import (
     SandboxManager,
     SandboxState,
 )
+from support import require_binary
 
 from ._pods import (
     ctr_config,

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from support import REPO
 from podkit._files import is_atomic_temp
+from support import REPO
 
 from ._pods import leaked, leftovers, make_manager, snapshot
 

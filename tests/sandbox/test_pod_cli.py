@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import require_binary, require_isolated
 from podkit._cli.pod import load_pod_file
 from podkit.cli import main
 from podkit.errors import InvalidArgumentError
 from podkit.pods.config import NamespaceMode, ProfileType, Protocol, SupplementalGroupsPolicy
+from support import require_binary, require_isolated
 
 from ._pods import copy_rootfs, leaked, snapshot
 

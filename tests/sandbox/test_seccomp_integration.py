@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from _runtimes import OneShotRuntime, report
-from support import require_binary, require_isolated, require_root
 from podkit import oci
 from podkit.container import ContainerConfigError, PodContext, build_container_spec
 from podkit.pods.config import (
@@ -37,6 +36,7 @@ from podkit.pods.config import (
 )
 from podkit.runtime import Runc
 from podkit.sandbox import SandboxConfigError, SandboxFiles, SandboxManager, build_sandbox_spec
+from support import require_binary, require_isolated, require_root
 
 from ._pods import managed, snapshot
 
