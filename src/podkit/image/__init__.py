@@ -11,11 +11,13 @@ opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
 ```
 """
 
+from podkit.image.auth import AuthFile, CredentialHelperError, Credentials, auth_file_path
 from podkit.image.config import ImageConfig, parse_config, process_args, spec_opts
 from podkit.image.descriptor import Descriptor, Platform, host_platform
 from podkit.image.errors import (
     BlobNotFoundError,
     DigestMismatchError,
+    HostsConfigError,
     ImageError,
     ImageInUseError,
     ImageNotFoundError,
@@ -24,10 +26,11 @@ from podkit.image.errors import (
     UnsafeLayerError,
     UnsupportedMediaTypeError,
 )
+from podkit.image.hosts import RegistryHost, RegistryHosts
 from podkit.image.layout import import_image
 from podkit.image.progress import Progress, ProgressCallback
 from podkit.image.reference import Reference, ReferenceError, parse_reference
-from podkit.image.registry import Credentials, Registry, pull, push
+from podkit.image.registry import Registry, pull, push
 from podkit.image.store import GCResult, Image, ImageStore, chain_ids
 from podkit.image.unpack import (
     Rootfs,
@@ -41,11 +44,14 @@ from podkit.image.unpack import (
 )
 
 __all__ = [
+    "AuthFile",
     "BlobNotFoundError",
+    "CredentialHelperError",
     "Credentials",
     "Descriptor",
     "DigestMismatchError",
     "GCResult",
+    "HostsConfigError",
     "Image",
     "ImageConfig",
     "ImageError",
@@ -60,9 +66,12 @@ __all__ = [
     "ReferenceError",
     "Registry",
     "RegistryError",
+    "RegistryHost",
+    "RegistryHosts",
     "Rootfs",
     "UnsafeLayerError",
     "UnsupportedMediaTypeError",
+    "auth_file_path",
     "chain_ids",
     "create_rootfs",
     "get_rootfs",

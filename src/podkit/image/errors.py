@@ -7,6 +7,7 @@ from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, Po
 __all__ = [
     "BlobNotFoundError",
     "DigestMismatchError",
+    "HostsConfigError",
     "ImageError",
     "ImageInUseError",
     "ImageNotFoundError",
@@ -58,3 +59,7 @@ class RegistryError(ImageError):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class HostsConfigError(ImageError, InvalidArgumentError):
+    """A registry hosts configuration (``hosts.toml``) that cannot be used; names file and key."""

@@ -6,13 +6,18 @@ layers concurrently, each verified against its digest and size before it lands i
 Blobs already stored are skipped; a download cut short is kept as ``.partial`` and resumed
 with a ``Range`` request next time (when the registry honours it). Auth: the ``WWW-Authenticate``
 challenge of a ``401`` decides between a bearer token (fetched from the realm, with basic
-credentials if given) and basic auth. 5xx answers, 429 and connection errors are retried with
-exponential backoff. ``push(store, ref)`` uploads blobs (monolithic POST + PUT) and the manifest.
+credentials or an identity token if given) and basic auth. 5xx answers, 429 and connection
+errors are retried with exponential backoff. ``push(store, ref)`` uploads blobs (monolithic
+POST + PUT) and the manifest.
+
+Where a registry's names come from is a :class:`~podkit.image.hosts.RegistryHosts` (mirrors
+first, then the upstream, as containerd's ``hosts.toml`` says): a host that lacks the content
+or fails falls through to the next one, each with its own TLS settings and headers. Content
+is always verified against the digest asked for, whichever host served it.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.client
 import json
@@ -27,10 +32,9 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
-import attrs
-
+from podkit.image.auth import AuthSource, Credentials
 from podkit.image.descriptor import (
     INDEX_TYPES,
     MANIFEST_TYPES,
@@ -47,32 +51,23 @@ from podkit.image.errors import (
     RegistryError,
     UnsupportedMediaTypeError,
 )
+from podkit.image.hosts import RegistryHost, RegistryHosts
 from podkit.image.layout import resolve_platform_manifest
 from podkit.image.progress import Progress, ProgressCallback
 from podkit.image.reference import Reference, parse_reference
 from podkit.image.store import Image, ImageStore
 
-__all__ = ["Credentials", "Registry", "pull", "push"]
+__all__ = ["Credentials", "Registry", "RegistryHosts", "pull", "push"]
+
+_T = TypeVar("_T")
 
 _ACCEPT = ", ".join(sorted(MANIFEST_TYPES | INDEX_TYPES))
 _CHUNK = 1 << 20
 _MAX_MANIFEST = 8 << 20
 _MAX_ERROR_BODY = 64 << 10
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 _NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError,
                    http.client.HTTPException, ssl.SSLError)
-
-
-@attrs.frozen(slots=True)
-class Credentials:
-    """Username and password (or token) for a registry; sent only after a 401 challenge."""
-
-    username: str
-    password: str = attrs.field(repr=False)
-
-
-AuthSource = Credentials | Mapping[str, Credentials] | Callable[[str], Credentials | None]
 
 
 class _Interrupted(Exception):
@@ -115,6 +110,55 @@ def _declared_size(resp: http.client.HTTPResponse) -> int | None:
     return int(length) if length.strip().isdigit() else None
 
 
+def _api_path(endpoint: RegistryHost, ref: Reference, kind: str, name: str) -> str:
+    """``<api root>/<repository>/<kind>/<name>`` on ``endpoint`` (``/v2/app/blobs/sha256:..``)."""
+    return f"{endpoint.path}/{ref.path}/{kind}/{name}"
+
+
+def _status_error(what: str, host: str, status: int, reason: str, payload: bytes) -> Exception:
+    """The error for an error status: the registry's code and message, never a credential."""
+    detail = _registry_message(payload)
+    text = f"{what}: {host} answered {status} {reason}"
+    if detail:
+        text += f" ({detail})"
+    if status == 401:
+        text += ": authentication required or credentials rejected"
+    elif status == 403:
+        text += ": access denied"
+    if status == 404:
+        return (ImageNotFoundError if "manifest" in what else BlobNotFoundError)(text)
+    return RegistryError(text, status)
+
+
+def _check_manifest(what: str, host: str, reference: str, raw: bytes, content_type: str,
+                    header_digest: str | None, declared: int | None,
+                    expect: Descriptor | None) -> tuple[Descriptor, bytes]:
+    """Verify a manifest answer (size, the digest asked for, the media type); its descriptor."""
+    if declared is not None and declared != len(raw) and len(raw) <= _MAX_MANIFEST:
+        raise RegistryError(f"{what}: got {len(raw)} bytes, the registry declared "
+                            f"{declared} (truncated)")
+    if len(raw) > _MAX_MANIFEST:
+        raise RegistryError(f"{what}: larger than {_MAX_MANIFEST} bytes")
+    digest = digest_of(raw)
+    if reference.startswith("sha256:") and digest != reference:
+        raise DigestMismatchError(f"{what}: content is {digest} (served by {host})")
+    if header_digest and header_digest.startswith("sha256:") and header_digest != digest:
+        raise DigestMismatchError(
+            f"{what}: Docker-Content-Digest {header_digest} but content is {digest}")
+    media_type = content_type
+    with contextlib.suppress(ValueError, AttributeError):
+        media_type = json.loads(raw).get("mediaType") or content_type
+    if expect is not None:
+        if expect.size != len(raw):
+            raise DigestMismatchError(
+                f"{what}: {len(raw)} bytes, descriptor says {expect.size}")
+        media_type = expect.media_type
+    if media_type not in MANIFEST_TYPES | INDEX_TYPES:
+        raise UnsupportedMediaTypeError(f"{what}: unsupported media type {media_type!r}")
+    platform = expect.platform if expect is not None else None
+    return Descriptor(media_type, digest, len(raw), platform), raw
+
+
 class _NoRedirectAuth(urllib.request.HTTPRedirectHandler):
     """Follow redirects (blob storage backends) without carrying Authorization along."""
 
@@ -129,43 +173,77 @@ class _NoRedirectAuth(urllib.request.HTTPRedirectHandler):
 class Registry:
     """A client for OCI distribution registries (one per process is plenty; thread-safe).
 
-    ``auth``: credentials for every host, a ``{host: Credentials}`` map, or a callable.
-    ``plain_http``: ``None`` uses HTTP only for loopback hosts, ``True``/``False`` forces it.
-    ``retries`` and ``backoff`` (seconds, doubled per attempt) govern retries of 5xx, 429 and
-    network errors; ``timeout`` is per socket operation; ``max_workers`` parallel layer
-    downloads.
+    ``hosts``: where each registry's names are served (mirrors, TLS, headers); by default
+    every registry is its own only host. ``auth``: credentials for every host, a
+    ``{host: Credentials}`` map, or a callable such as :class:`~podkit.image.auth.AuthFile`
+    (asked with the host being contacted, a mirror's own ``host[:port]`` included).
+    ``plain_http``: without ``hosts``, ``None`` uses HTTP only for loopback hosts,
+    ``True``/``False`` forces it. ``retries`` and ``backoff`` (seconds, doubled per attempt)
+    govern retries of 5xx, 429 and network errors; ``timeout`` is per socket operation;
+    ``max_workers`` parallel layer downloads; ``ssl_context`` is the TLS context of hosts
+    without their own TLS settings.
     """
 
     def __init__(self, *, auth: AuthSource | None = None, plain_http: bool | None = None,
                  timeout: float = 30.0, retries: int = 3, backoff: float = 0.2,
-                 max_workers: int = 4, ssl_context: ssl.SSLContext | None = None) -> None:
+                 max_workers: int = 4, ssl_context: ssl.SSLContext | None = None,
+                 hosts: RegistryHosts | None = None) -> None:
         self._auth = auth
-        self._plain_http = plain_http
+        if hosts is None:
+            scheme = None if plain_http is None else ("http" if plain_http else "https")
+            hosts = RegistryHosts(scheme=scheme)
+        self.hosts = hosts
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
         self.max_workers = max(1, max_workers)
-        handlers: list[urllib.request.BaseHandler] = [_NoRedirectAuth()]
-        if ssl_context is not None:
-            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
-        self._opener = urllib.request.build_opener(*handlers)
+        self._default_ssl = ssl_context
+        self._openers: dict[int, tuple[object, urllib.request.OpenerDirector]] = {}
         self._tokens: dict[tuple[str, str], str] = {}
         self._basic: set[str] = set()
         self._lock = threading.Lock()
 
     # -- HTTP plumbing ---------------------------------------------------------------------
 
-    @staticmethod
-    def _host(ref: Reference) -> str:
-        return "registry-1.docker.io" if ref.domain == "docker.io" else ref.domain
+    def _opener(self, endpoint: RegistryHost) -> urllib.request.OpenerDirector:
+        """One opener per TLS context (the context object is kept, so its id stays unique)."""
+        ctx = endpoint.ssl_context or self._default_ssl
+        with self._lock:
+            found = self._openers.get(id(ctx))
+            if found is None:
+                handlers: list[urllib.request.BaseHandler] = [_NoRedirectAuth()]
+                if ctx is not None:
+                    handlers.append(urllib.request.HTTPSHandler(context=ctx))
+                found = (ctx, urllib.request.build_opener(*handlers))
+                self._openers[id(ctx)] = found
+            return found[1]
 
-    def _base(self, ref: Reference) -> str:
-        host = self._host(ref)
-        plain = self._plain_http
-        if plain is None:
-            hostname = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            plain = hostname in _LOOPBACK
-        return f"{'http' if plain else 'https'}://{host}"
+    def endpoints(self, ref: Reference, *capabilities: str) -> tuple[RegistryHost, ...]:
+        """The hosts tried for ``ref`` with ``capabilities``, in order."""
+        return self.hosts.endpoints(ref.domain, *capabilities)
+
+    def _each(self, ref: Reference, capabilities: tuple[str, ...], what: str,
+              attempt: Callable[[RegistryHost], _T]) -> _T:
+        """``attempt`` on each host in turn until one succeeds (containerd's fall-through).
+
+        A host that misses (404), cannot be reached, fails or serves content that does not
+        verify gives way to the next; when all fail, the first error that was not a 404 is
+        raised (or the first 404).
+        """
+        endpoints = self.endpoints(ref, *capabilities)
+        if not endpoints:
+            raise RegistryError(f"{what}: no host of {ref.domain} has the "
+                                f"{'+'.join(capabilities)} capability")
+        missing: Exception | None = None
+        failed: Exception | None = None
+        for endpoint in endpoints:
+            try:
+                return attempt(endpoint)
+            except (ImageNotFoundError, BlobNotFoundError) as e:
+                missing = missing or e
+            except (RegistryError, DigestMismatchError, UnsupportedMediaTypeError) as e:
+                failed = failed or e
+        raise (failed or missing)  # type: ignore[misc]
 
     def _credentials(self, host: str) -> Credentials | None:
         auth = self._auth
@@ -183,31 +261,41 @@ class Registry:
             req.add_unredirected_header("Authorization", f"Bearer {token}")
         elif basic:
             creds = self._credentials(host)
-            if creds is not None:
-                raw = f"{creds.username}:{creds.password}".encode()
-                req.add_unredirected_header("Authorization",
-                                            "Basic " + base64.b64encode(raw).decode())
+            if creds is not None and creds.basic:
+                req.add_unredirected_header("Authorization", creds.basic)
 
-    def _fetch_token(self, host: str, scope: str, params: dict[str, str], what: str) -> None:
+    def _fetch_token(self, endpoint: RegistryHost, scope: str, params: dict[str, str],
+                     what: str) -> None:
+        host = endpoint.host
+        creds = self._credentials(host)
+        if creds is not None and creds.registry_token:
+            with self._lock:
+                self._tokens[(host, scope)] = creds.registry_token
+            return
         realm = params.get("realm")
         if not realm:
             raise RegistryError(f"{what}: bearer challenge without realm from {host}", 401)
         query = {"scope": params.get("scope") or scope}
         if params.get("service"):
             query["service"] = params["service"]
-        url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
-        req = urllib.request.Request(url)
-        creds = self._credentials(host)
-        if creds is not None:
-            raw = f"{creds.username}:{creds.password}".encode()
-            req.add_unredirected_header("Authorization", "Basic " + base64.b64encode(raw).decode())
+        if creds is not None and creds.identity_token:
+            # OAuth2 refresh-token grant (docker's identity token), as a form POST
+            form = {**query, "grant_type": "refresh_token", "client_id": "podkit",
+                    "refresh_token": creds.identity_token}
+            req = urllib.request.Request(realm, data=urllib.parse.urlencode(form).encode(),
+                                         method="POST")
+        else:
+            url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
+            req = urllib.request.Request(url)
+            if creds is not None and creds.basic:
+                req.add_unredirected_header("Authorization", creds.basic)
         try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
+            with self._opener(endpoint).open(req, timeout=self.timeout) as resp:
                 data = json.loads(resp.read(1 << 20))
         except urllib.error.HTTPError as e:
             raise RegistryError(
                 f"{what}: token request to {realm} failed: {e.code} "
-                f"{_registry_message(e.read())}", e.code) from None
+                f"{_registry_message(_error_body(e))}", e.code) from None
         except (*_NETWORK_ERRORS, ValueError) as e:
             raise RegistryError(f"{what}: token request to {realm} failed: {e}") from None
         token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
@@ -217,25 +305,33 @@ class Registry:
             self._tokens[(host, scope)] = token
 
     def _request(self, ref: Reference, method: str, url: str, what: str, *,
-                 headers: Mapping[str, str] | None = None, body: Callable[[], Any] | None = None,
-                 push: bool = False, ok: Iterable[int] = (200,)) -> http.client.HTTPResponse:
-        """Send a request with auth and retries; return the open response (status in ``ok``).
+                 endpoint: RegistryHost | None = None, headers: Mapping[str, str] | None = None,
+                 body: Callable[[], Any] | None = None, push: bool = False,
+                 ok: Iterable[int] = (200,)) -> http.client.HTTPResponse:
+        """Send a request to ``endpoint`` with auth and retries; return the open response.
 
-        ``body`` is a factory so a retried upload sends its content again from the start.
+        ``endpoint`` defaults to the first host of ``ref`` for the request's kind; ``url`` is
+        absolute or a path on that host (:func:`_api_path` builds one); ``body`` is a factory
+        so a retried upload sends its content again from the start.
         """
-        host = self._host(ref)
+        if endpoint is None:
+            endpoint = self.endpoints(ref, "push" if push else "pull")[0]
+        host = endpoint.host
         scope = f"repository:{ref.path}:{'pull,push' if push else 'pull'}"
-        full = url if "://" in url else self._base(ref) + url
+        full = url if "://" in url else f"{endpoint.scheme}://{host}{url}"
+        opener = self._opener(endpoint)
         auth_tries = 0
         attempt = 0
         while True:
             req = urllib.request.Request(full, method=method,
                                          data=body() if body is not None else None)
+            for k, values in endpoint.headers.items():
+                req.add_header(k, ", ".join(values))
             for k, v in (headers or {}).items():
                 req.add_header(k, v)
             self._authorize(req, host, scope)
             try:
-                resp: http.client.HTTPResponse = self._opener.open(req, timeout=self.timeout)
+                resp: http.client.HTTPResponse = opener.open(req, timeout=self.timeout)
             except urllib.error.HTTPError as e:
                 status = e.code
                 payload = _error_body(e) if method != "HEAD" else b""
@@ -245,9 +341,10 @@ class Registry:
                     auth_tries += 1
                     scheme, params = _challenge(e.headers.get("WWW-Authenticate", ""))
                     if scheme == "bearer":
-                        self._fetch_token(host, scope, params, what)
+                        self._fetch_token(endpoint, scope, params, what)
                         continue
-                    if scheme == "basic" and self._credentials(host) is not None:
+                    creds = self._credentials(host)
+                    if scheme == "basic" and creds is not None and creds.basic:
                         with self._lock:
                             self._basic.add(host)
                         continue
@@ -255,18 +352,7 @@ class Registry:
                     attempt += 1
                     self._sleep(attempt, e.headers.get("Retry-After"))
                     continue
-                detail = _registry_message(payload)
-                text = f"{what}: {host} answered {status} {e.reason}"
-                if detail:
-                    text += f" ({detail})"
-                if status == 401:
-                    text += ": authentication required or credentials rejected"
-                elif status == 403:
-                    text += ": access denied"
-                if status == 404:
-                    raise (ImageNotFoundError if "manifest" in what else BlobNotFoundError)(
-                        text) from None
-                raise RegistryError(text, status) from None
+                raise _status_error(what, host, status, e.reason, payload) from None
             except _NETWORK_ERRORS as e:
                 if attempt < self.retries:
                     attempt += 1
@@ -291,12 +377,20 @@ class Registry:
 
     def _get_manifest(self, ref: Reference, reference: str,
                       expect: Descriptor | None = None) -> tuple[Descriptor, bytes]:
+        """The manifest ``reference`` (a tag: resolved; a digest: verified) from the first
+        host that has it."""
         what = f"manifest {reference} of {ref}"
+        caps = ("pull",) if reference.startswith("sha256:") else ("pull", "resolve")
+        return self._each(ref, caps, what, lambda endpoint: self._get_manifest_from(
+            ref, endpoint, reference, expect, what))
+
+    def _get_manifest_from(self, ref: Reference, endpoint: RegistryHost, reference: str,
+                           expect: Descriptor | None, what: str) -> tuple[Descriptor, bytes]:
         attempt = 0
         while True:
             try:
-                with self._request(ref, "GET", f"/v2/{ref.path}/manifests/{reference}", what,
-                                   headers={"Accept": _ACCEPT}) as resp:
+                with self._request(ref, "GET", _api_path(endpoint, ref, "manifests", reference),
+                                   what, endpoint=endpoint, headers={"Accept": _ACCEPT}) as resp:
                     raw = resp.read(_MAX_MANIFEST + 1)
                     content_type = (resp.headers.get("Content-Type") or "").split(";")[0].strip()
                     header_digest = resp.headers.get("Docker-Content-Digest")
@@ -308,29 +402,8 @@ class Registry:
                                         f"times: {e or type(e).__name__}") from None
                 attempt += 1
                 self._sleep(attempt, None)
-        if declared is not None and declared != len(raw) and len(raw) <= _MAX_MANIFEST:
-            raise RegistryError(f"{what}: got {len(raw)} bytes, the registry declared "
-                                f"{declared} (truncated)")
-        if len(raw) > _MAX_MANIFEST:
-            raise RegistryError(f"{what}: larger than {_MAX_MANIFEST} bytes")
-        digest = digest_of(raw)
-        if reference.startswith("sha256:") and digest != reference:
-            raise DigestMismatchError(f"{what}: content is {digest}")
-        if header_digest and header_digest.startswith("sha256:") and header_digest != digest:
-            raise DigestMismatchError(
-                f"{what}: Docker-Content-Digest {header_digest} but content is {digest}")
-        media_type = content_type
-        with contextlib.suppress(ValueError, AttributeError):
-            media_type = json.loads(raw).get("mediaType") or content_type
-        if expect is not None:
-            if expect.size != len(raw):
-                raise DigestMismatchError(
-                    f"{what}: {len(raw)} bytes, descriptor says {expect.size}")
-            media_type = expect.media_type
-        if media_type not in MANIFEST_TYPES | INDEX_TYPES:
-            raise UnsupportedMediaTypeError(f"{what}: unsupported media type {media_type!r}")
-        platform = expect.platform if expect is not None else None
-        return Descriptor(media_type, digest, len(raw), platform), raw
+        return _check_manifest(what, endpoint.host, reference, raw, content_type,
+                               header_digest, declared, expect)
 
     def _fetch_blob(self, store: ImageStore, ref: Reference, desc: Descriptor,
                     progress: ProgressCallback | None) -> bool:
@@ -340,43 +413,49 @@ class Registry:
                 if progress:
                     progress(Progress(desc.digest, "exists", desc.size, desc.size))
                 return False
-            attempt = 0
-            while True:
-                writer = store.writer(desc.digest, desc.size, f" of {ref}", resume=True)
-                try:
-                    self._download(ref, desc, writer, what, progress)
-                    writer.commit(sync_dir=False)  # pull() syncs the dir once at the end
-                except _Interrupted as e:
-                    writer.keep()
-                    if attempt >= self.retries:
-                        if not writer.offset:
-                            writer.discard()
-                        raise RegistryError(
-                            f"{what}: download interrupted {attempt + 1} times at byte "
-                            f"{writer.offset} of {desc.size} (truncated): {e}") from None
-                    attempt += 1
-                    self._sleep(attempt, None)
-                    continue
-                except DigestMismatchError:
-                    writer.discard()
-                    raise
-                except BaseException:
-                    if writer.offset:
-                        writer.keep()  # what arrived is resumed by the next pull
-                    else:
-                        writer.discard()
-                    raise
-                if progress:
-                    progress(Progress(desc.digest, "done", desc.size, desc.size))
-                return True
+            self._each(ref, ("pull",), what, lambda endpoint: self._fetch_blob_from(
+                store, ref, endpoint, desc, progress, what))
+            if progress:
+                progress(Progress(desc.digest, "done", desc.size, desc.size))
+            return True
 
-    def _download(self, ref: Reference, desc: Descriptor, writer: Any, what: str,
-                  progress: ProgressCallback | None) -> None:
+    def _fetch_blob_from(self, store: ImageStore, ref: Reference, endpoint: RegistryHost,
+                         desc: Descriptor, progress: ProgressCallback | None, what: str) -> None:
+        attempt = 0
+        while True:
+            writer = store.writer(desc.digest, desc.size, f" of {ref}", resume=True)
+            try:
+                self._download(ref, endpoint, desc, writer, what, progress)
+                writer.commit(sync_dir=False)  # pull() syncs the dir once at the end
+                return
+            except _Interrupted as e:
+                writer.keep()
+                if attempt >= self.retries:
+                    if not writer.offset:
+                        writer.discard()
+                    raise RegistryError(
+                        f"{what}: download from {endpoint.host} interrupted {attempt + 1} "
+                        f"times at byte {writer.offset} of {desc.size} (truncated): {e}"
+                    ) from None
+                attempt += 1
+                self._sleep(attempt, None)
+            except DigestMismatchError:
+                writer.discard()
+                raise
+            except BaseException:
+                if writer.offset:
+                    writer.keep()  # what arrived is resumed by the next pull
+                else:
+                    writer.discard()
+                raise
+
+    def _download(self, ref: Reference, endpoint: RegistryHost, desc: Descriptor, writer: Any,
+                  what: str, progress: ProgressCallback | None) -> None:
         headers = {}
         if writer.offset:
             headers["Range"] = f"bytes={writer.offset}-"
-        with self._request(ref, "GET", f"/v2/{ref.path}/blobs/{desc.digest}", what,
-                           headers=headers, ok=(200, 206)) as resp:
+        with self._request(ref, "GET", _api_path(endpoint, ref, "blobs", desc.digest), what,
+                           endpoint=endpoint, headers=headers, ok=(200, 206)) as resp:
             if resp.status == 206:
                 match = re.match(r"bytes (\d+)-", resp.headers.get("Content-Range", ""))
                 if not match or int(match.group(1)) != writer.offset:
@@ -448,26 +527,26 @@ class Registry:
 
     # -- push ------------------------------------------------------------------------------
 
-    def _push_blob(self, store: ImageStore, ref: Reference, desc: Descriptor,
-                   progress: ProgressCallback | None) -> None:
+    def _push_blob(self, store: ImageStore, ref: Reference, endpoint: RegistryHost,
+                   desc: Descriptor, progress: ProgressCallback | None) -> None:
         what = f"blob {desc.digest} of {ref}"
         path = store.blob_path(desc.digest)
         if not path.is_file():
             raise BlobNotFoundError(f"{what}: not in the store, cannot push")
         try:
-            with self._request(ref, "HEAD", f"/v2/{ref.path}/blobs/{desc.digest}", what,
-                               push=True):
+            with self._request(ref, "HEAD", _api_path(endpoint, ref, "blobs", desc.digest),
+                               what, endpoint=endpoint, push=True):
                 if progress:
                     progress(Progress(desc.digest, "exists", desc.size, desc.size))
                 return
         except BlobNotFoundError:
             pass
-        with self._request(ref, "POST", f"/v2/{ref.path}/blobs/uploads/", what, push=True,
-                           ok=(202,), body=lambda: b"") as resp:
+        with self._request(ref, "POST", _api_path(endpoint, ref, "blobs", "uploads/"), what,
+                           endpoint=endpoint, push=True, ok=(202,), body=lambda: b"") as resp:
             location = resp.headers.get("Location")
         if not location:
             raise RegistryError(f"{what}: upload started without a Location")
-        location = urllib.parse.urljoin(self._base(ref) + "/", location)
+        location = urllib.parse.urljoin(endpoint.url + "/", location)
         sep = "&" if "?" in location else "?"
         url = f"{location}{sep}digest={urllib.parse.quote(desc.digest)}"
         opened: list[Any] = []
@@ -480,7 +559,8 @@ class Registry:
             return f
 
         try:
-            with self._request(ref, "PUT", url, what, push=True, ok=(201, 204), body=body,
+            with self._request(ref, "PUT", url, what, endpoint=endpoint, push=True,
+                               ok=(201, 204), body=body,
                                headers={"Content-Type": "application/octet-stream",
                                         "Content-Length": str(desc.size)}):
                 pass
@@ -495,19 +575,26 @@ class Registry:
         """Upload the stored image ``ref`` (this platform's manifest) to ``dest`` or ``ref``.
 
         Blobs the registry has are skipped (HEAD); others go up as one monolithic PUT each.
-        Returns the manifest descriptor pushed.
+        The first host with the ``push`` capability receives it. Returns the manifest
+        descriptor pushed.
         """
         image = store.get(ref)
         target = parse_reference(str(dest)) if dest is not None else parse_reference(image.name)
+        endpoints = self.endpoints(target, "push")
+        if not endpoints:
+            raise RegistryError(f"push {target}: no host of {target.domain} has the push "
+                                "capability")
+        endpoint = endpoints[0]
         with store.hold():
             for desc in (image.config, *image.layers):
-                self._push_blob(store, target, desc, progress)
+                self._push_blob(store, target, endpoint, desc, progress)
             raw = store.read_blob(image.manifest.digest, image.manifest.size,
                                   f" (manifest of {image.name})")
             tag = target.tag or image.manifest.digest
             what = f"manifest {tag} of {target}"
-            with self._request(target, "PUT", f"/v2/{target.path}/manifests/{tag}", what,
-                               push=True, ok=(201, 202, 204), body=lambda: raw,
+            with self._request(target, "PUT", _api_path(endpoint, target, "manifests", tag),
+                               what, endpoint=endpoint, push=True, ok=(201, 202, 204),
+                               body=lambda: raw,
                                headers={"Content-Type": image.manifest.media_type}):
                 pass
         return image.manifest
