@@ -7,8 +7,8 @@ over the same dirs: ``recover()`` then ``remove_all()``).
 Kill points sit at seams: the runtime (``Runc``) and the supervisor, conmon's launcher, the CNI
 ``Exec`` (one point per plugin command), ``os.replace`` of podkit's atomic writes (the temp
 file exists, the rename did not happen), the manager's step table (``step.netns.do``,
-``step.files.undo``...), its record store's drops, and its own forget methods (wrapped on the
-instance in this process). ``timed`` kills at
+``step.files.undo``...), its record store's drops and its registry's forgetting of a pod or
+container (wrapped on the instance in this process). ``timed`` kills at
 a delay instead. Every point passed is appended to ``events`` as ``name#n phase``.
 """
 
@@ -52,7 +52,6 @@ from podkit.sandbox import (
 RUNTIME_METHODS = ("create", "start", "kill", "delete", "wait")
 SUPERVISOR_METHODS = ("start", "wait", "stop", "delete")
 CONMON_METHODS = ("create", "start", "delete", "kill", "wait", "_spawn")
-MANAGER_METHODS = ("_forget_container", "_forget_sandbox")
 
 
 class Points:
@@ -168,8 +167,8 @@ def manager(p: Mapping[str, Any], points: Points) -> SandboxManager:
                                        undo=wrapped(step.undo, f"step.{name}.undo", points))
     wrap(mgr.sandbox_steps, "write_pause_bundle", "step.pause-bundle", points)
     wrap(mgr.records, "drop", "records.drop", points)
-    for m in MANAGER_METHODS:
-        wrap(mgr, m, f"manager.{m}", points)
+    for m in ("drop_sandbox", "drop_container"):  # the manager forgets a pod or a container
+        wrap(mgr.registry, m, f"registry.{m}", points)
     return mgr
 
 

@@ -79,6 +79,7 @@ class ContainerLifecycle:
         return self.root_dir / "containers" / id
 
     def _pod_context(self, sb: Sandbox) -> PodContext:
+        """The pod as the container builder sees it: its namespace files, files, hostname."""
         pid = sb.pid
         if "pause" in sb.steps:
             paths = {t: f"/proc/{pid}/ns/{n}" for t, n in

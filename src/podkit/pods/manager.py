@@ -197,8 +197,6 @@ class SandboxManager(ContainerLifecycle):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- pods ------------------------------------------------------------------------------
-
     # -- run_sandbox ------------------------------------------------------------------------
 
     def run_sandbox(self, config: SandboxConfig) -> Sandbox:
