@@ -1,22 +1,28 @@
-"""``podkit image pull|import|ls|inspect|rm|prune``: the image store from the command line."""
+"""``podkit image pull|import|ls|inspect|rm|prune|login|logout``: images from the command line."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
+from podkit.errors import InvalidArgumentError
 from podkit.image import (
+    AuthFile,
     Credentials,
     ImageStore,
     Platform,
     Progress,
     Registry,
+    RegistryHosts,
     import_image,
 )
+from podkit.image.auth import AuthSource
+from podkit.image.hosts import DEFAULT_DIR
 
 DEFAULT_ROOT = "/var/lib/podkit"
 
@@ -66,12 +72,24 @@ def _store(args: argparse.Namespace) -> ImageStore:
     return ImageStore(args.root)
 
 
+def _creds(value: str) -> Credentials:
+    user, sep, password = value.partition(":")
+    if not sep:
+        password = getpass.getpass(f"password for {user}: ")
+    return Credentials(user, password)
+
+
+def _auth(args: argparse.Namespace) -> AuthSource:
+    """``--creds`` for every registry, else the auth file (``--authfile`` or the usual places)."""
+    if args.creds:
+        return _creds(args.creds)
+    return AuthFile(args.authfile)
+
+
 def _pull(args: argparse.Namespace) -> int:
-    creds = None
-    if args.user:
-        user, _, password = args.user.partition(":")
-        creds = Credentials(user, password)
-    registry = Registry(auth=creds, plain_http=True if args.plain_http else None)
+    hosts = RegistryHosts.load(args.registry_config_dir,
+                               scheme="http" if args.plain_http else None)
+    registry = Registry(auth=_auth(args), hosts=hosts)
     bar = None if args.quiet else ProgressBar(f"pull {args.reference}")
     platform = Platform.parse(args.platform) if args.platform else None
     try:
@@ -80,6 +98,36 @@ def _pull(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.finish()
     print(f"{image.name} {image.manifest.digest}")
+    return 0
+
+
+def _login(args: argparse.Namespace) -> int:
+    user = args.username if args.username is not None else input("Username: ")
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    elif args.password is not None:
+        password = args.password
+    else:
+        password = getpass.getpass("Password: ")
+    if not user or not password:
+        raise InvalidArgumentError("login: a username and a password are required")
+    creds = Credentials(user, password)
+    if not args.no_verify:
+        hosts = RegistryHosts.load(args.registry_config_dir,
+                                   scheme="http" if args.plain_http else None)
+        Registry(auth=creds, hosts=hosts, retries=1).check_login(args.registry)
+    auth = AuthFile(args.authfile)
+    auth.login(args.registry, creds)
+    print(f"Login Succeeded ({auth.path})")
+    return 0
+
+
+def _logout(args: argparse.Namespace) -> int:
+    auth = AuthFile(args.authfile)
+    if not auth.logout(args.registry):
+        print(f"not logged in to {args.registry} ({auth.path})", file=sys.stderr)
+        return 1
+    print(f"Removed login credentials for {args.registry} ({auth.path})")
     return 0
 
 
@@ -150,6 +198,14 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hosts_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--registry-config-dir", default=str(DEFAULT_DIR), metavar="DIR",
+                   help="registry hosts directory in containerd's hosts.toml format (default "
+                   f"{DEFAULT_DIR}; /etc/containerd/certs.d reads containerd's)")
+    p.add_argument("--plain-http", action="store_true",
+                   help="use HTTP for registries without a hosts.toml entry")
+
+
 def register(subparsers: Any) -> None:
     """Add the ``image`` group to the ``podkit`` command."""
     group = subparsers.add_parser("image", help="pull, import, list and remove OCI images")
@@ -165,10 +221,29 @@ def register(subparsers: Any) -> None:
     p = leaf("pull", "pull an image from a registry")
     p.add_argument("reference")
     p.add_argument("--platform", help="os/arch[/variant] (default: this machine)")
-    p.add_argument("--user", help="USER:PASSWORD for the registry")
-    p.add_argument("--plain-http", action="store_true", help="use HTTP instead of HTTPS")
+    p.add_argument("--creds", "--user", dest="creds", metavar="USER[:PASSWORD]",
+                   help="credentials for the registry (else from the auth file)")
+    p.add_argument("--authfile", help="Docker config.json with credentials (default: "
+                   "$REGISTRY_AUTH_FILE, $DOCKER_CONFIG/config.json, ~/.docker/config.json)")
+    _hosts_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_pull)
+
+    p = sub.add_parser("login", help="check credentials and store them in the auth file")
+    p.add_argument("registry", help="registry host[:port] (docker.io for Docker Hub)")
+    p.add_argument("-u", "--username")
+    p.add_argument("-p", "--password", help="insecure: visible to ps; prefer --password-stdin")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    p.add_argument("--authfile", help="the config.json to write (default as for pull)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="store without checking at the registry")
+    _hosts_args(p)
+    p.set_defaults(func=_login)
+
+    p = sub.add_parser("logout", help="remove stored credentials from the auth file")
+    p.add_argument("registry")
+    p.add_argument("--authfile", help="the config.json to edit (default as for pull)")
+    p.set_defaults(func=_logout)
 
     p = leaf("import", "import an OCI layout, OCI archive or docker save archive")
     p.add_argument("path")

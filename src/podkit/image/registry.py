@@ -275,7 +275,9 @@ class Registry:
         realm = params.get("realm")
         if not realm:
             raise RegistryError(f"{what}: bearer challenge without realm from {host}", 401)
-        query = {"scope": params.get("scope") or scope}
+        query = {}
+        if params.get("scope") or scope:
+            query["scope"] = params.get("scope") or scope
         if params.get("service"):
             query["service"] = params["service"]
         if creds is not None and creds.identity_token:
@@ -307,17 +309,20 @@ class Registry:
     def _request(self, ref: Reference, method: str, url: str, what: str, *,
                  endpoint: RegistryHost | None = None, headers: Mapping[str, str] | None = None,
                  body: Callable[[], Any] | None = None, push: bool = False,
-                 ok: Iterable[int] = (200,)) -> http.client.HTTPResponse:
+                 ok: Iterable[int] = (200,), scope: str | None = None,
+                 ) -> http.client.HTTPResponse:
         """Send a request to ``endpoint`` with auth and retries; return the open response.
 
         ``endpoint`` defaults to the first host of ``ref`` for the request's kind; ``url`` is
         absolute or a path on that host (:func:`_api_path` builds one); ``body`` is a factory
-        so a retried upload sends its content again from the start.
+        so a retried upload sends its content again from the start. ``scope`` overrides the
+        token scope (``""``: none, for ``/v2/``).
         """
         if endpoint is None:
             endpoint = self.endpoints(ref, "push" if push else "pull")[0]
         host = endpoint.host
-        scope = f"repository:{ref.path}:{'pull,push' if push else 'pull'}"
+        if scope is None:
+            scope = f"repository:{ref.path}:{'pull,push' if push else 'pull'}"
         full = url if "://" in url else f"{endpoint.scheme}://{host}{url}"
         opener = self._opener(endpoint)
         auth_tries = 0
@@ -372,6 +377,15 @@ class Registry:
         if retry_after and retry_after.isdigit():
             delay = max(delay, min(float(retry_after), 30.0))
         time.sleep(delay * (0.75 + random.random() / 2))
+
+    def check_login(self, registry: str) -> None:
+        """Check the credentials of ``registry`` as ``docker login`` does: ``GET /v2/`` at
+        its upstream server, through the auth challenge; raises :class:`RegistryError`."""
+        endpoint = self.hosts.hosts(registry)[-1]
+        ref = parse_reference(f"{registry}/login")  # names the request; no repository scope
+        with self._request(ref, "GET", f"{endpoint.path}/", f"login to {registry}",
+                           endpoint=endpoint, scope=""):
+            pass
 
     # -- pull ------------------------------------------------------------------------------
 
