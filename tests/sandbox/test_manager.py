@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +32,6 @@ from podkit.pods.config import (
     LinuxContainerConfig,
     LinuxContainerResources,
     LinuxContainerSecurityContext,
-    LinuxPodSandboxConfig,
-    LinuxSandboxSecurityContext,
     Mount,
     NamespaceMode,
     NamespaceOption,
@@ -41,7 +39,7 @@ from podkit.pods.config import (
     SandboxConfig,
 )
 from podkit.pods.network import quantity
-from podkit.runtime import ExecResult, ExitStatus
+from podkit.runtime import ExitStatus
 from podkit.runtime.errors import OCIRuntimeError
 from podkit.runtime.testing import FakeRuntime
 from podkit.sandbox import (
@@ -53,55 +51,8 @@ from podkit.sandbox import (
     SandboxState,
 )
 
+from ._fakes import FakeSupervisor, host_pod
 from ._pods import do_then_fail
-
-
-class FakeSupervisor:
-    """Supervisor over FakeRuntime; ``fail_start`` makes the next start fail."""
-
-    def __init__(self, rt: FakeRuntime) -> None:
-        self.rt = rt
-        self.fail_start: set[str] = set()
-
-    def start(self, id: str, bundle: Any, *, log_path: Any, tty: bool = False,
-              stdin: bool = False, stdin_once: bool = False) -> int:
-        if id in self.fail_start:
-            raise OCIRuntimeError("fake: exec: no such file")
-        pid = self.rt.create(id, bundle)
-        self.rt.start(id)
-        return pid
-
-    def wait(self, id: str, timeout: float | None = None) -> ExitStatus:
-        return self.rt.wait(id, timeout)
-
-    def exec_sync(self, id: str, args: Sequence[str], timeout: float | None = None
-                  ) -> ExecResult:
-        return self.rt.exec_sync(id, args, timeout)
-
-    def delete(self, id: str, force: bool = False) -> None:
-        if id not in self.rt.containers:
-            raise NotFoundError(f"not supervised: {id}")
-        self.rt.delete(id, force=force)
-
-    def attach(self, id: str) -> Any:
-        raise NotImplementedError
-
-    def resize(self, id: str, rows: int, cols: int) -> None:
-        raise NotImplementedError
-
-    def reopen_log(self, id: str) -> None:
-        pass
-
-    def stop(self, id: str, timeout: float = 10.0) -> ExitStatus:
-        raise NotImplementedError
-
-
-def host_pod(name: str = "pk-pod-a", **kw: Any) -> SandboxConfig:
-    ns = NamespaceOption(network=NamespaceMode.NODE, ipc=NamespaceMode.NODE)
-    return SandboxConfig(
-        metadata=PodSandboxMetadata(name=name, uid="u1", namespace="pk"),
-        linux=LinuxPodSandboxConfig(
-            security_context=LinuxSandboxSecurityContext(namespace_options=ns)), **kw)
 
 
 def ctr(rootfs: Path, name: str = "c", **kw: Any) -> ContainerConfig:
