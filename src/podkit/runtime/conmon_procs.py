@@ -1,7 +1,7 @@
 """conmon's processes: the launcher that forks the monitor, and liveness checks by pidfd.
 
 A conmon outlives the process that started it, so it is found again by pid (from its pid
-file) and checked by pidfd, with its argv as a guard against a recycled pid.
+file) and checked by pidfd, with its argv (``podkit.procfs``) as a guard against a recycled pid.
 """
 
 from __future__ import annotations
@@ -11,26 +11,11 @@ import os
 import signal
 import time
 
-from podkit import _proc
+from podkit import _proc, procfs
 from podkit.runtime.errors import RuntimeTimeoutError
 from podkit.runtime.io import wait_readable
 
-__all__ = ["Launcher", "cmdline", "open_pidfd", "pid_alive", "reap_if_child"]
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
+__all__ = ["Launcher", "open_pidfd", "reap_if_child"]
 
 
 def open_pidfd(pid: int, marker: bytes) -> int | None:
@@ -45,7 +30,7 @@ def open_pidfd(pid: int, marker: bytes) -> int | None:
     except ProcessLookupError:
         return None
     try:
-        ours = marker in cmdline(pid) and pid_alive(pid)
+        ours = marker in procfs.cmdline(pid) and procfs.alive(pid)
     except BaseException:
         os.close(pidfd)
         raise
@@ -54,15 +39,6 @@ def open_pidfd(pid: int, marker: bytes) -> int | None:
         reap_if_child(pid)
         return None
     return pidfd
-
-
-def cmdline(pid: int) -> list[bytes]:
-    """The argv of ``pid`` (empty once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().split(b"\0")
-    except OSError:
-        return []
 
 
 class Launcher:
