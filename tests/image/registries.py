@@ -34,19 +34,24 @@ def free_port() -> int:
         return port
 
 
-def start_registry(tmp: Path, tls: tuple[Path, Path] | None = None,
+def start_registry(tmp: Path, tls: tuple[Path, Path] | None = None, *,
+                   client_ca: Path | None = None, htpasswd: Path | None = None,
                    ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``docker-registry`` on 127.0.0.1:<free port> (TLS with ``(cert, key)``)."""
+    """Start ``docker-registry`` on 127.0.0.1:<free port> (TLS with ``(cert, key)``; with
+    ``client_ca`` it requires client certificates; with ``htpasswd`` (bcrypt) basic auth)."""
     binary = require_binary("docker-registry")
     port = free_port()
     config = tmp / "config.yml"
     tls_conf = f"  tls:\n    certificate: {tls[0]}\n    key: {tls[1]}\n" if tls else ""
+    if tls and client_ca:
+        tls_conf += f"    clientcas:\n      - {client_ca}\n"
+    auth = f"auth:\n  htpasswd:\n    realm: podkit\n    path: {htpasswd}\n" if htpasswd else ""
     config.write_text(
         "version: 0.1\n"
         "log:\n  level: error\n  accesslog:\n    disabled: true\n"
         f"storage:\n  filesystem:\n    rootdirectory: {tmp / 'data'}\n"
         "  delete:\n    enabled: true\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n{tls_conf}"
+        f"http:\n  addr: 127.0.0.1:{port}\n{tls_conf}{auth}"
     )
     log = open(tmp / "registry.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT,

@@ -96,6 +96,10 @@ class RegistryHost:
 
         Without ``override_path`` the path gets ``/v2`` appended unless it ends with it.
         """
+        if "://" in url and not url.startswith(("http://", "https://")):
+            scheme = url.split("://", 1)[0]
+            raise HostsConfigError(f"{settings.get('source') or url}: scheme {scheme!r} is "
+                                   "not http or https")
         if not url.startswith(("http://", "https://")):
             url = "https://" + url
         parts = urllib.parse.urlsplit(url)
