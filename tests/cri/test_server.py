@@ -184,7 +184,7 @@ def test_filters(harness: Harness) -> None:
         assert a not in pods(state=pb.PodSandboxStateValue(state=pb.SANDBOX_READY))
 
         # the v0.36 Stream* variants give the same, in batches
-        from podkit.cri import server as srv
+        from podkit.cri.service import requests as srv
 
         batch = srv.STREAM_BATCH
         srv.STREAM_BATCH = 1
