@@ -55,6 +55,8 @@ from podkit import _proc, oci
 from podkit._files import atomic_write, validate_id
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
+from podkit.runtime.attach import ATTACH_STDERR as ATTACH_STDERR  # importable here as before
+from podkit.runtime.attach import ATTACH_STDOUT as ATTACH_STDOUT
 from podkit.runtime.attach import DEFAULT_DETACH_KEYS, Attachment, parse_detach_keys
 from podkit.runtime.base import ExecResult, ExitStatus, RuntimeState
 from podkit.runtime.conmon_files import (
