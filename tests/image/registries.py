@@ -13,6 +13,7 @@ import struct
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -234,6 +235,17 @@ class FakeRegistry:
                 self._send(200, body, headers)
 
             do_HEAD = do_GET
+
+            def do_POST(self) -> None:
+                """The OAuth2 refresh-token grant at ``/token`` (identity token ``r3fresh``)."""
+                size = int(self.headers.get("Content-Length") or 0)
+                form = urllib.parse.parse_qs(self.rfile.read(size).decode())
+                fake.hits["POST " + self.path] += 1
+                if form.get("grant_type") == ["refresh_token"] and \
+                        form.get("refresh_token") == ["r3fresh"]:
+                    self._send(200, json.dumps({"access_token": "t0k"}).encode())
+                else:
+                    self._send(401, b'{"errors":[{"code":"DENIED","message":"bad"}]}')
 
         return Handler
 
