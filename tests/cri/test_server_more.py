@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from cri.helpers import BUSYBOX, Harness, container_config, pod_config
-from image.conftest import registry  # noqa: F401 - the real docker-registry fixture
+from image.registries import registry  # noqa: F401 - the real docker-registry fixture
 from podkit import image
 from podkit.cri import api_pb2 as pb
 from support import require_binary, require_isolated

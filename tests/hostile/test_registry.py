@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from image.conftest import FakeRegistry
 from image.imagebuild import BuiltImage
+from image.registries import FakeRegistry
 from image.registry_faults import PROBES, run_probe, small_image
 from support import require_isolated
 
