@@ -4,11 +4,9 @@
 and indexes), picks this machine's platform from an index, then downloads the config and the
 layers concurrently, each verified against its digest and size before it lands in the store.
 Blobs already stored are skipped; a download cut short is kept as ``.partial`` and resumed
-with a ``Range`` request next time (when the registry honours it). Auth: the ``WWW-Authenticate``
-challenge of a ``401`` decides between a bearer token (fetched from the realm, with basic
-credentials or an identity token if given) and basic auth. 5xx answers, 429 and connection
-errors are retried with exponential backoff. ``push(store, ref)`` uploads blobs (monolithic
-POST + PUT) and the manifest.
+with a ``Range`` request next time (when the registry honours it). Auth, TLS and retries are
+the :class:`~podkit.image.transport.Transport`'s. ``push(store, ref)`` uploads blobs
+(monolithic POST + PUT) and the manifest.
 
 Where a registry's names come from is a :class:`~podkit.image.hosts.RegistryHosts` (mirrors
 first, then the upstream, as containerd's ``hosts.toml`` says): a host that lacks the content
@@ -21,15 +19,9 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import random
 import re
-import socket
 import ssl
-import threading
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -56,6 +48,7 @@ from podkit.image.layout import resolve_platform_manifest
 from podkit.image.progress import Progress, ProgressCallback
 from podkit.image.reference import Reference, parse_reference
 from podkit.image.store import Image, ImageStore
+from podkit.image.transport import NETWORK_ERRORS, Transport
 
 __all__ = ["Credentials", "Registry", "RegistryHosts", "pull", "push"]
 
@@ -64,41 +57,10 @@ _T = TypeVar("_T")
 _ACCEPT = ", ".join(sorted(MANIFEST_TYPES | INDEX_TYPES))
 _CHUNK = 1 << 20
 _MAX_MANIFEST = 8 << 20
-_MAX_ERROR_BODY = 64 << 10
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
-_NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, TimeoutError,
-                   http.client.HTTPException, ssl.SSLError)
 
 
 class _Interrupted(Exception):
     """A blob body ended early (connection dropped); the partial file is kept for resume."""
-
-
-def _challenge(header: str) -> tuple[str, dict[str, str]]:
-    scheme, _, rest = header.strip().partition(" ")
-    params = {k.lower(): v1 or v2 for k, v1, v2 in
-              re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|([^,\s]*))', rest)}
-    return scheme.lower(), params
-
-
-def _registry_message(body: bytes) -> str:
-    with contextlib.suppress(ValueError, AttributeError, TypeError):
-        errors = json.loads(body).get("errors") or []
-        parts = [f"{e.get('code', '?')}: {e.get('message', '')}".strip() for e in errors]
-        if parts:
-            return "; ".join(parts)
-    return body[:200].decode("utf-8", "replace").strip()
-
-
-def _error_body(e: urllib.error.HTTPError) -> bytes:
-    """The start of an error answer's body (a broken or endless one reads as what arrived)."""
-    try:
-        return e.read(_MAX_ERROR_BODY)
-    except _NETWORK_ERRORS as exc:
-        partial = getattr(exc, "partial", b"")
-        return partial if isinstance(partial, bytes) else b""
-    finally:
-        e.close()
 
 
 def _declared_size(resp: http.client.HTTPResponse) -> int | None:
@@ -113,21 +75,6 @@ def _declared_size(resp: http.client.HTTPResponse) -> int | None:
 def _api_path(endpoint: RegistryHost, ref: Reference, kind: str, name: str) -> str:
     """``<api root>/<repository>/<kind>/<name>`` on ``endpoint`` (``/v2/app/blobs/sha256:..``)."""
     return f"{endpoint.path}/{ref.path}/{kind}/{name}"
-
-
-def _status_error(what: str, host: str, status: int, reason: str, payload: bytes) -> Exception:
-    """The error for an error status: the registry's code and message, never a credential."""
-    detail = _registry_message(payload)
-    text = f"{what}: {host} answered {status} {reason}"
-    if detail:
-        text += f" ({detail})"
-    if status == 401:
-        text += ": authentication required or credentials rejected"
-    elif status == 403:
-        text += ": access denied"
-    if status == 404:
-        return (ImageNotFoundError if "manifest" in what else BlobNotFoundError)(text)
-    return RegistryError(text, status)
 
 
 def _check_manifest(what: str, host: str, reference: str, raw: bytes, content_type: str,
@@ -159,17 +106,6 @@ def _check_manifest(what: str, host: str, reference: str, raw: bytes, content_ty
     return Descriptor(media_type, digest, len(raw), platform), raw
 
 
-class _NoRedirectAuth(urllib.request.HTTPRedirectHandler):
-    """Follow redirects (blob storage backends) without carrying Authorization along."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
-                         headers: Any, newurl: str) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and req.get_method() == "HEAD":
-            new.method = "HEAD"
-        return new
-
-
 class Registry:
     """A client for OCI distribution registries (one per process is plenty; thread-safe).
 
@@ -188,35 +124,20 @@ class Registry:
                  timeout: float = 30.0, retries: int = 3, backoff: float = 0.2,
                  max_workers: int = 4, ssl_context: ssl.SSLContext | None = None,
                  hosts: RegistryHosts | None = None) -> None:
-        self._auth = auth
         if hosts is None:
             scheme = None if plain_http is None else ("http" if plain_http else "https")
             hosts = RegistryHosts(scheme=scheme)
         self.hosts = hosts
-        self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.transport = Transport(auth=auth, timeout=timeout, retries=retries,
+                                   backoff=backoff, ssl_context=ssl_context)
         self.max_workers = max(1, max_workers)
-        self._default_ssl = ssl_context
-        self._openers: dict[int, tuple[object, urllib.request.OpenerDirector]] = {}
-        self._tokens: dict[tuple[str, str], str] = {}
-        self._basic: set[str] = set()
-        self._lock = threading.Lock()
+
+    @property
+    def retries(self) -> int:
+        """Retries of a failed request or an interrupted body (the transport's setting)."""
+        return self.transport.retries
 
     # -- HTTP plumbing ---------------------------------------------------------------------
-
-    def _opener(self, endpoint: RegistryHost) -> urllib.request.OpenerDirector:
-        """One opener per TLS context (the context object is kept, so its id stays unique)."""
-        ctx = endpoint.ssl_context or self._default_ssl
-        with self._lock:
-            found = self._openers.get(id(ctx))
-            if found is None:
-                handlers: list[urllib.request.BaseHandler] = [_NoRedirectAuth()]
-                if ctx is not None:
-                    handlers.append(urllib.request.HTTPSHandler(context=ctx))
-                found = (ctx, urllib.request.build_opener(*handlers))
-                self._openers[id(ctx)] = found
-            return found[1]
 
     def endpoints(self, ref: Reference, *capabilities: str) -> tuple[RegistryHost, ...]:
         """The hosts tried for ``ref`` with ``capabilities``, in order."""
@@ -245,138 +166,23 @@ class Registry:
                 failed = failed or e
         raise (failed or missing)  # type: ignore[misc]
 
-    def _credentials(self, host: str) -> Credentials | None:
-        auth = self._auth
-        if auth is None or isinstance(auth, Credentials):
-            return auth
-        if isinstance(auth, Mapping):
-            return auth.get(host)
-        return auth(host)
-
-    def _authorize(self, req: urllib.request.Request, host: str, scope: str) -> None:
-        with self._lock:
-            token = self._tokens.get((host, scope))
-            basic = host in self._basic
-        if token:
-            req.add_unredirected_header("Authorization", f"Bearer {token}")
-        elif basic:
-            creds = self._credentials(host)
-            if creds is not None and creds.basic:
-                req.add_unredirected_header("Authorization", creds.basic)
-
-    def _fetch_token(self, endpoint: RegistryHost, scope: str, params: dict[str, str],
-                     what: str) -> None:
-        host = endpoint.host
-        creds = self._credentials(host)
-        if creds is not None and creds.registry_token:
-            with self._lock:
-                self._tokens[(host, scope)] = creds.registry_token
-            return
-        realm = params.get("realm")
-        if not realm:
-            raise RegistryError(f"{what}: bearer challenge without realm from {host}", 401)
-        query = {}
-        if params.get("scope") or scope:
-            query["scope"] = params.get("scope") or scope
-        if params.get("service"):
-            query["service"] = params["service"]
-        if creds is not None and creds.identity_token:
-            # OAuth2 refresh-token grant (docker's identity token), as a form POST
-            form = {**query, "grant_type": "refresh_token", "client_id": "podkit",
-                    "refresh_token": creds.identity_token}
-            req = urllib.request.Request(realm, data=urllib.parse.urlencode(form).encode(),
-                                         method="POST")
-        else:
-            url = realm + ("&" if "?" in realm else "?") + urllib.parse.urlencode(query)
-            req = urllib.request.Request(url)
-            if creds is not None and creds.basic:
-                req.add_unredirected_header("Authorization", creds.basic)
-        try:
-            with self._opener(endpoint).open(req, timeout=self.timeout) as resp:
-                data = json.loads(resp.read(1 << 20))
-        except urllib.error.HTTPError as e:
-            raise RegistryError(
-                f"{what}: token request to {realm} failed: {e.code} "
-                f"{_registry_message(_error_body(e))}", e.code) from None
-        except (*_NETWORK_ERRORS, ValueError) as e:
-            raise RegistryError(f"{what}: token request to {realm} failed: {e}") from None
-        token = data.get("token") or data.get("access_token") if isinstance(data, dict) else None
-        if not isinstance(token, str) or not token:
-            raise RegistryError(f"{what}: token endpoint {realm} returned no token", 401)
-        with self._lock:
-            self._tokens[(host, scope)] = token
-
     def _request(self, ref: Reference, method: str, url: str, what: str, *,
                  endpoint: RegistryHost | None = None, headers: Mapping[str, str] | None = None,
                  body: Callable[[], Any] | None = None, push: bool = False,
                  ok: Iterable[int] = (200,), scope: str | None = None,
                  ) -> http.client.HTTPResponse:
-        """Send a request to ``endpoint`` with auth and retries; return the open response.
+        """A request for ``ref`` through the transport (see :meth:`Transport.request`).
 
         ``endpoint`` defaults to the first host of ``ref`` for the request's kind; ``url`` is
-        absolute or a path on that host (:func:`_api_path` builds one); ``body`` is a factory
-        so a retried upload sends its content again from the start. ``scope`` overrides the
-        token scope (``""``: none, for ``/v2/``).
+        absolute or a path on that host (:func:`_api_path` builds one); ``scope`` defaults to
+        the repository's pull (or pull,push) scope.
         """
         if endpoint is None:
             endpoint = self.endpoints(ref, "push" if push else "pull")[0]
-        host = endpoint.host
         if scope is None:
             scope = f"repository:{ref.path}:{'pull,push' if push else 'pull'}"
-        full = url if "://" in url else f"{endpoint.scheme}://{host}{url}"
-        opener = self._opener(endpoint)
-        auth_tries = 0
-        attempt = 0
-        while True:
-            req = urllib.request.Request(full, method=method,
-                                         data=body() if body is not None else None)
-            for k, values in endpoint.headers.items():
-                req.add_header(k, ", ".join(values))
-            for k, v in (headers or {}).items():
-                req.add_header(k, v)
-            self._authorize(req, host, scope)
-            try:
-                resp: http.client.HTTPResponse = opener.open(req, timeout=self.timeout)
-            except urllib.error.HTTPError as e:
-                status = e.code
-                payload = _error_body(e) if method != "HEAD" else b""
-                if status in ok:
-                    raise RegistryError(f"{what}: unexpected redirect body", status) from None
-                if status == 401 and auth_tries < 2:
-                    auth_tries += 1
-                    scheme, params = _challenge(e.headers.get("WWW-Authenticate", ""))
-                    if scheme == "bearer":
-                        self._fetch_token(endpoint, scope, params, what)
-                        continue
-                    creds = self._credentials(host)
-                    if scheme == "basic" and creds is not None and creds.basic:
-                        with self._lock:
-                            self._basic.add(host)
-                        continue
-                if status in _RETRY_STATUS and attempt < self.retries:
-                    attempt += 1
-                    self._sleep(attempt, e.headers.get("Retry-After"))
-                    continue
-                raise _status_error(what, host, status, e.reason, payload) from None
-            except _NETWORK_ERRORS as e:
-                if attempt < self.retries:
-                    attempt += 1
-                    self._sleep(attempt, None)
-                    continue
-                reason = getattr(e, "reason", e)
-                raise RegistryError(
-                    f"{what}: cannot reach {host} after {attempt + 1} attempts: {reason}"
-                ) from None
-            if resp.status not in ok:
-                resp.close()
-                raise RegistryError(f"{what}: {host} answered {resp.status}", resp.status)
-            return resp
-
-    def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.backoff * (2 ** (attempt - 1))
-        if retry_after and retry_after.isdigit():
-            delay = max(delay, min(float(retry_after), 30.0))
-        time.sleep(delay * (0.75 + random.random() / 2))
+        return self.transport.request(endpoint, method, url, what, scope=scope,
+                                      headers=headers, body=body, ok=ok)
 
     def check_login(self, registry: str) -> None:
         """Check the credentials of ``registry`` as ``docker login`` does: ``GET /v2/`` at
@@ -410,12 +216,12 @@ class Registry:
                     header_digest = resp.headers.get("Docker-Content-Digest")
                     declared = _declared_size(resp)
                 break
-            except _NETWORK_ERRORS as e:
+            except NETWORK_ERRORS as e:
                 if attempt >= self.retries:
                     raise RegistryError(f"{what}: reading the answer failed {attempt + 1} "
                                         f"times: {e or type(e).__name__}") from None
                 attempt += 1
-                self._sleep(attempt, None)
+                self.transport.sleep(attempt, None)
         return _check_manifest(what, endpoint.host, reference, raw, content_type,
                                header_digest, declared, expect)
 
@@ -452,7 +258,7 @@ class Registry:
                         f"times at byte {writer.offset} of {desc.size} (truncated): {e}"
                     ) from None
                 attempt += 1
-                self._sleep(attempt, None)
+                self.transport.sleep(attempt, None)
             except DigestMismatchError:
                 writer.discard()
                 raise
@@ -490,7 +296,7 @@ class Registry:
                     writer.write(buf[:n])
                     if progress:
                         progress(Progress(desc.digest, "copying", writer.offset, desc.size))
-            except (http.client.IncompleteRead, *_NETWORK_ERRORS) as e:
+            except (http.client.IncompleteRead, *NETWORK_ERRORS) as e:
                 raise _Interrupted(str(e) or type(e).__name__) from None
             if writer.offset < desc.size:  # http.client reports an early close as EOF
                 raise _Interrupted(f"connection closed after {writer.offset} bytes")
