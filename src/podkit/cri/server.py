@@ -14,42 +14,27 @@ streaming server class that implements it.
 
 from __future__ import annotations
 
-from podkit.cri.service.adapter import (
-    IMAGE_METHODS as _IMAGE_METHODS,
-)
-from podkit.cri.service.adapter import (
-    RUNTIME_METHODS as _RUNTIME_METHODS,
-)
-from podkit.cri.service.adapter import (
-    STREAMING_METHODS as _STREAMING_METHODS,
-)
-from podkit.cri.service.adapter import (
-    Server,
-    claim_socket,
-    manager_streaming,
-    serve,
-)
-from podkit.cri.service.adapter import (
-    Servicer as _Servicer,
-)
-from podkit.cri.service.adapter import (
-    adapt as _adapt,
-)
+from podkit.cri.service import adapter as _adapter
+from podkit.cri.service.adapter import Server, claim_socket, manager_streaming, serve
 from podkit.cri.service.base import StreamingURLs
 from podkit.cri.service.core import CRIService
 from podkit.cri.service.errors import (
-    STATUS_DETAIL_BYTES,
-    STATUS_DETAIL_CHARS,
+    STATUS_DETAIL_BYTES as STATUS_DETAIL_BYTES,
+)
+from podkit.cri.service.errors import (
+    STATUS_DETAIL_CHARS as STATUS_DETAIL_CHARS,
+)
+from podkit.cri.service.errors import (
     EventsOverflowError,
     UnimplementedError,
     status_code_name,
     status_detail,
 )
-from podkit.cri.service.events import EVENTS_BACKLOG
-from podkit.cri.service.events import EventBus as _Events
+from podkit.cri.service.events import EVENTS_BACKLOG, EventBus
 from podkit.cri.service.replies import ContainerImage
-from podkit.cri.service.requests import STREAM_BATCH
-from podkit.cri.service.status import KUBE_API_VERSION, RUNTIME_API_VERSION, RUNTIME_NAME
+from podkit.cri.service.requests import STREAM_BATCH as STREAM_BATCH
+from podkit.cri.service.status import KUBE_API_VERSION as KUBE_API_VERSION
+from podkit.cri.service.status import RUNTIME_API_VERSION, RUNTIME_NAME
 from podkit.sandbox import pause_config
 
 StreamingServer = StreamingURLs
@@ -74,5 +59,9 @@ __all__ = [
 ]
 
 # Names earlier versions' callers reached for (tests, tools); not part of __all__.
-_COMPAT = (KUBE_API_VERSION, STATUS_DETAIL_BYTES, STATUS_DETAIL_CHARS, STREAM_BATCH, _Events,
-           _IMAGE_METHODS, _RUNTIME_METHODS, _STREAMING_METHODS, _Servicer, _adapt)
+_Events = EventBus
+_RUNTIME_METHODS = _adapter.RUNTIME_METHODS
+_IMAGE_METHODS = _adapter.IMAGE_METHODS
+_STREAMING_METHODS = _adapter.STREAMING_METHODS
+_Servicer = _adapter.Servicer
+_adapt = _adapter.adapt
