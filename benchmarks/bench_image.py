@@ -8,7 +8,12 @@ here (large and small files, a deletion and an opaque dir per layer, gzip layers
   the same layer blobs into fresh dirs (target <= 1.5x);
 * pull: ``podkit.image.pull`` from a local ``docker-registry`` (manifest negotiation, digest and
   size checks, fsync + rename, concurrent layers) vs. a plain sequential urllib download of the
-  same blobs to files (target <= 1.2x).
+  same blobs to files (target <= 1.2x);
+* mirror pull: ``gcr.io/bench/pull:v1`` pulled through a ``hosts.toml`` that maps ``gcr.io`` to
+  the local registry vs. the floor "download the same blobs with one HTTP client and sha256
+  them" (target <= 1.15x). The floor is measured with each HTTP client on hand: urllib (a new
+  connection per request, as podkit's transport), and urllib3 and httpx with a kept-alive
+  connection pool when they are importable (``PYTHONPATH=<dir with them>``), to weigh them.
 
 Usage: ``scripts/isolated .venv/bin/python benchmarks/bench_image.py [--rounds N] [--json out]``
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -36,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from podkit.image import ImageStore, import_image, pull, push, unpack
+from podkit.image import ImageStore, Registry, RegistryHosts, import_image, pull, push, unpack
 
 MTIME = 1_700_000_000
 
@@ -184,6 +190,105 @@ def bench_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
         proc.wait(10)
 
 
+def _sha_to(dest: Path, digest: str, chunks: Any) -> None:
+    h = hashlib.sha256()
+    with open(dest / digest[7:], "wb") as out:
+        for chunk in chunks:
+            h.update(chunk)
+            out.write(chunk)
+    if "sha256:" + h.hexdigest() != digest:
+        raise RuntimeError(f"{digest}: digest mismatch")
+
+
+def _floors(base: str, digests: list[str]) -> dict[str, Callable[[Path], None]]:
+    """Download + sha256 of the blobs, one function per HTTP client available."""
+
+    def with_urllib(dest: Path) -> None:
+        dest.mkdir()
+        for digest in digests:
+            with urllib.request.urlopen(f"{base}/blobs/{digest}") as resp:
+                _sha_to(dest, digest, iter(lambda resp=resp: resp.read(1 << 20), b""))
+
+    floors = {"urllib": with_urllib}
+    try:
+        urllib3: Any = importlib.import_module("urllib3")
+        pool = urllib3.PoolManager()
+
+        def with_urllib3(dest: Path) -> None:
+            dest.mkdir()
+            for digest in digests:
+                resp = pool.request("GET", f"{base}/blobs/{digest}", preload_content=False)
+                _sha_to(dest, digest, resp.stream(1 << 20))
+                resp.release_conn()
+
+        floors["urllib3"] = with_urllib3
+    except ImportError:
+        pass
+    try:
+        httpx: Any = importlib.import_module("httpx")
+        client = httpx.Client()
+
+        def with_httpx(dest: Path) -> None:
+            dest.mkdir()
+            for digest in digests:
+                with client.stream("GET", f"{base}/blobs/{digest}") as resp:
+                    _sha_to(dest, digest, resp.iter_bytes(1 << 20))
+
+        floors["httpx"] = with_httpx
+    except ImportError:
+        pass
+    return floors
+
+
+def bench_mirror_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
+    """gcr.io/bench/pull:v1 through hosts.toml to the local registry vs. the floors."""
+    port = _free_port()
+    cfg = tmp / "mirror.yml"
+    cfg.write_text(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
+                   f"storage:\n  filesystem:\n    rootdirectory: {tmp / 'mirror'}\n"
+                   f"http:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen(["docker-registry", "serve", str(cfg)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        local = f"127.0.0.1:{port}/bench/pull:v1"
+        src = ImageStore(tmp / "mirror-src")
+        [image] = import_image(src, layout, local)
+        push(src, local)
+        hosts_dir = tmp / "certs.d" / "gcr.io"
+        hosts_dir.mkdir(parents=True)
+        (hosts_dir / "hosts.toml").write_text(
+            'server = "https://192.0.2.1"\ncapabilities = ["push"]\n'
+            f'[host."http://127.0.0.1:{port}"]\n  capabilities = ["pull", "resolve"]\n')
+        registry = Registry(hosts=RegistryHosts.load(tmp / "certs.d"))
+        ref = "gcr.io/bench/pull:v1"
+        base = f"http://127.0.0.1:{port}/v2/bench/pull"
+        floors = _floors(base, [image.config.digest, *(layer.digest for layer in image.layers)])
+        registry.pull(ImageStore(tmp / "mirror-warm"), ref)
+        for name, floor in floors.items():
+            floor(tmp / f"warm-{name}")
+        times: dict[str, list[float]] = {"podkit": [], **{name: [] for name in floors}}
+        for r in range(rounds):
+            store = ImageStore(tmp / f"mpull{r}")
+            times["podkit"].append(timed(lambda store=store: registry.pull(store, ref)))
+            shutil.rmtree(tmp / f"mpull{r}")
+            for name, floor in floors.items():
+                times[name].append(timed(lambda r=r, name=name, floor=floor:
+                                         floor(tmp / f"f{name}{r}")))
+                shutil.rmtree(tmp / f"f{name}{r}")
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        return {"podkit": medians["podkit"], "raw": min(medians[n] for n in floors),
+                "floors": {n: medians[n] for n in floors}}
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -199,6 +304,8 @@ def main() -> int:
                        "raw_name": "tar -xzf"},
             "pull": {**bench_pull(tmp, layout, args.rounds * 3), "target": 1.2,
                      "raw_name": "plain download"},
+            "mirror": {**bench_mirror_pull(tmp, layout, args.rounds * 3), "target": 1.15,
+                       "raw_name": "fetch + sha256"},
         }
     print(f"image: 4 layers, {raw_size / 1e6:.1f} MB uncompressed, {gz_size / 1e6:.1f} MB gzip; "
           f"medians of {args.rounds} (unpack) and {args.rounds * 3} (pull) alternating rounds")
@@ -208,6 +315,9 @@ def main() -> int:
         missed = "" if r["ratio"] <= r["target"] else "  missed"
         print(f"{name:<10} {r['podkit'] * 1000:7.0f}ms {r['raw'] * 1000:7.0f}ms "
               f"{r['raw_name']:<16} {r['ratio']:6.2f} {'<= ' + str(r['target']):>7}{missed}")
+    floors = results["mirror"]["floors"]
+    print("fetch + sha256 floor by HTTP client: " + ", ".join(
+        f"{name} {t * 1000:.0f}ms" for name, t in floors.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 0
