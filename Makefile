@@ -67,3 +67,20 @@ proto: venv
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+# The cgroup-v2 guest lane (issue 13, docs/hosts.md): a QEMU guest (software emulation) whose
+# root is this machine's filesystem, read-only under a tmpfs overlay, with cgroup2 alone at
+# /sys/fs/cgroup; the tests run inside it and its exit code is this target's. Installs
+# qemu-system-x86 when missing; scripts/vm setup fetches the kernel .deb into .vm/.
+CGROUPV2_TESTS ?= tests/runtime
+CGROUPV2_PYTEST_ARGS ?= -q -m integration --tb=line -rfE
+.PHONY: test-cgroupv2
+test-cgroupv2: venv system-deps
+	@if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then \
+		if [ "$$(id -u)" != 0 ]; then echo "test-cgroupv2 needs root (QEMU, the 9p root)" >&2; exit 1; fi; \
+		echo "installing: qemu-system-x86"; apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86; \
+	fi
+	scripts/vm setup
+	scripts/vm run --timeout 3000 -e PODKIT_LEAK_CHECK=1 -- \
+		scripts/isolated $(VENV)/bin/pytest $(CGROUPV2_PYTEST_ARGS) $(CGROUPV2_TESTS)

@@ -60,6 +60,8 @@ mount -t devpts -o newinstance,ptmxmode=0666,mode=620,gid=5 devpts $R/dev/pts
 mount -t tmpfs -o mode=1777 shm $R/dev/shm
 mount -t mqueue mqueue $R/dev/mqueue
 ln -sf pts/ptmx $R/dev/ptmx
+ln -sf /proc/self/fd $R/dev/fd  # devtmpfs has no fd links; udev would add them
+for i in 0:stdin 1:stdout 2:stderr; do ln -sf /proc/self/fd/${i%%:*} $R/dev/${i#*:}; done
 mount -t securityfs securityfs $R/sys/kernel/security 2>/dev/null
 mount -t bpf bpf $R/sys/fs/bpf 2>/dev/null
 mkdir -p $R$GUEST_DIR $R/lib/modules/$KVER
@@ -68,9 +70,10 @@ ln -s busybox $R$GUEST_DIR/modprobe
 mount --bind "$R$HOST_MODULES" $R/lib/modules/$KVER || fail "cannot bind the module tree"
 echo $GUEST_DIR/modprobe > $R/proc/sys/kernel/modprobe
 if [ "$MODE" = systemd ]; then
-	mkdir -p $R/run/systemd/system
+	mkdir -p $R/run/systemd/system $R/run/systemd/system.conf.d
 	cp /podkit-vm/podkit-vm.service /podkit-vm/podkit-vm.target $R/run/systemd/system/
-	exec switch_root $R $SYSTEMD --unit=podkit-vm.target
+	cp /podkit-vm/accounting.conf $R/run/systemd/system.conf.d/podkit-vm.conf
+	exec switch_root $R $SYSTEMD --unit=podkit-vm.target $SYSTEMD_ARGS
 fi
 exec switch_root $R $GUEST_DIR/busybox sh $GUEST_DIR/stage2
 """
@@ -101,6 +104,16 @@ StandardInput=null
 StandardOutput=tty
 StandardError=inherit
 TTYPath=/dev/ttyS0
+Delegate=yes
+"""
+
+# systemd turns off the controllers no unit asks for; the guest wants the same four as the
+# shell init enables, for the units runc and crun create and for the delegated test unit.
+ACCOUNTING = """[Manager]
+DefaultCPUAccounting=yes
+DefaultIOAccounting=yes
+DefaultMemoryAccounting=yes
+DefaultTasksAccounting=yes
 """
 
 TARGET = """[Unit]
@@ -142,6 +155,7 @@ def base_archive(kernel: Kernel, modules: Sequence[str], ninep_cache: str = "loo
     w.add_file("podkit-vm/stage2", STAGE2.encode(), 0o755)
     w.add_file("podkit-vm/podkit-vm.service", SERVICE.encode())
     w.add_file("podkit-vm/podkit-vm.target", TARGET.encode())
+    w.add_file("podkit-vm/accounting.conf", ACCOUNTING.encode())
     names = []
     for path in modules:
         name = Path(path).name
@@ -153,13 +167,15 @@ def base_archive(kernel: Kernel, modules: Sequence[str], ninep_cache: str = "loo
 
 
 def run_archive(argv: Sequence[str], *, workdir: str, env: Mapping[str, str], marker: str,
-                mode: str) -> bytes:
+                mode: str, verbose: bool = False) -> bytes:
     """The per-run archive appended to the base: the command and how to report its end."""
     if mode not in ("sh", "systemd"):
         raise ValueError(f"unknown guest init mode {mode!r}")
     buf = io.BytesIO()
     w = NewcWriter(buf)
-    w.add_file("podkit-vm/run.env", _env_lines({"MARKER": marker, "MODE": mode}).encode())
+    w.add_file("podkit-vm/run.env", _env_lines({
+        "MARKER": marker, "MODE": mode,
+        "SYSTEMD_ARGS": "--show-status=yes" if verbose else "--show-status=no"}).encode())
     w.add_file("podkit-vm/command", command_script(argv, workdir, env).encode(), 0o755)
     w.close()
     return buf.getvalue()

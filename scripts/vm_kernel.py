@@ -21,10 +21,10 @@ META_PACKAGE = "linux-image-amd64"
 # crc32c_generic is libcrc32c's soft dependency (its init asks the crypto API for "crc32c"
 # and fails with ENOENT when no modprobe can load it yet), so it is named before netfilter.
 BOOT_MODULES = ("virtio_pci", "virtio_rng", "9pnet_virtio", "9p", "overlay")
-POD_MODULES = ("crc32c_generic", "bridge", "br_netfilter", "veth", "nf_tables", "nft_compat", "nft_chain_nat",
-               "nf_nat", "nf_conntrack", "xt_conntrack", "xt_MASQUERADE", "xt_comment",
-               "xt_addrtype", "xt_mark", "xt_multiport", "ip_tables", "iptable_filter",
-               "iptable_nat")
+POD_MODULES = ("crc32c_generic", "bridge", "br_netfilter", "veth", "nf_tables", "nft_compat",
+               "nft_chain_nat", "nf_nat", "nf_conntrack", "xt_conntrack", "xt_MASQUERADE",
+               "xt_comment", "xt_addrtype", "xt_mark", "xt_multiport", "ip_tables",
+               "iptable_filter", "iptable_nat")
 
 
 @dataclass(frozen=True)

@@ -71,13 +71,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def kernel_cmdline(*, systemd: bool, verbose: bool) -> str:
+def kernel_cmdline(*, verbose: bool) -> str:
     parts = ["console=ttyS0", "panic=-1", "8250.nr_uarts=1", "cgroup_no_v1=all",
              "systemd.unified_cgroup_hierarchy=1"]
     if not verbose:
         parts += ["quiet", "loglevel=3"]
-    if systemd and not verbose:
-        parts += ["systemd.show_status=error"]
     return " ".join(parts)
 
 
@@ -185,11 +183,12 @@ def run(args: argparse.Namespace) -> int:
     initrd_bytes = vm_initramfs.base_archive(kernel, vm_kernel.guest_modules(kernel),
                                              args.ninep_cache)
     initrd_bytes += vm_initramfs.run_archive(args.command, workdir=args.workdir,
-                                             env=dict(args.env), marker=marker, mode=mode)
+                                             env=dict(args.env), marker=marker, mode=mode,
+                                             verbose=args.verbose)
     initrd = (args.cache or cache_dir()) / f"initrd-{os.getpid()}.cpio"
     initrd.write_bytes(initrd_bytes)
     cmd = qemu_command(kernel=kernel.vmlinuz, initrd=initrd, memory=args.memory, cpus=args.cpus,
-                       append=kernel_cmdline(systemd=args.systemd, verbose=args.verbose))
+                       append=kernel_cmdline(verbose=args.verbose))
     filt = ConsoleFilter(marker)
     started = time.monotonic()
     deadline = None if args.timeout is None else started + args.timeout

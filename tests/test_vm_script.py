@@ -182,7 +182,8 @@ def test_init_script_mounts_cgroup2_alone_with_the_controllers() -> None:
 def test_stage2_reports_the_exit_code_then_powers_off() -> None:
     _sh_syntax_ok(vm_initramfs.STAGE2)
     s = vm_initramfs.STAGE2
-    assert s.index('"$MARKER-booted"') < s.index("/run/podkit-vm/command") < s.index('"$MARKER=$rc"')
+    command = s.index("/run/podkit-vm/command")
+    assert s.index('"$MARKER-booted"') < command < s.index('"$MARKER=$rc"')
     assert s.rstrip().endswith("poweroff -f")
 
 
@@ -203,7 +204,8 @@ def test_command_script_quotes_arguments_and_environment(tmp_path: Path) -> None
 def test_run_archive_holds_marker_mode_and_command() -> None:
     data = vm_initramfs.run_archive(["true"], workdir="/w", env={}, marker="@@m", mode="sh")
     files = {n: d.decode() for n, _, d in vm_cpio.read_newc(data)}
-    assert shlex.split(files["podkit-vm/run.env"]) == ["MARKER=@@m", "MODE=sh"]
+    assert shlex.split(files["podkit-vm/run.env"]) == [
+        "MARKER=@@m", "MODE=sh", "SYSTEMD_ARGS=--show-status=no"]
     assert "exec true" in files["podkit-vm/command"]
     with pytest.raises(ValueError):
         vm_initramfs.run_archive(["true"], workdir="/", env={}, marker="m", mode="openrc")
@@ -256,9 +258,9 @@ def test_qemu_command_uses_tcg_and_a_read_only_remapped_root() -> None:
 
 
 def test_kernel_cmdline() -> None:
-    quiet = vm_run.kernel_cmdline(systemd=False, verbose=False).split()
+    quiet = vm_run.kernel_cmdline(verbose=False).split()
     assert "console=ttyS0" in quiet and "quiet" in quiet and "cgroup_no_v1=all" in quiet
-    assert "quiet" not in vm_run.kernel_cmdline(systemd=True, verbose=True).split()
+    assert "quiet" not in vm_run.kernel_cmdline(verbose=True).split()
 
 
 def test_console_filter_takes_the_marker_and_passes_the_rest() -> None:
