@@ -21,7 +21,7 @@ import pytest
 
 from image.certs import Pki, bcrypt_htpasswd, make_pki
 from image.imagebuild import BuiltImage, write_layout
-from image.registries import start_registry, stop_registry
+from image.registries import free_port, start_registry, stop_registry
 from podkit.cli import main
 from podkit.image import (
     AuthFile,
@@ -137,6 +137,14 @@ def test_fall_through_between_mirrors(started: Any, sample: BuiltImage, tmp_path
     _assert_pulled(store, "quay.io/app/sample:v1", sample)
     ports = [f"127.0.0.1:{p}" for _, p in connections]
     assert ports[0] == empty and full in ports  # the first mirror was asked first
+    # a dead mirror first: asked once, then last (not once per blob)
+    dead = f"127.0.0.1:{free_port()}"
+    dead_first = RegistryHosts({"quay.io": [RegistryHost.from_url(f"http://{dead}"),
+                                            *hosts.hosts("quay.io")[1:2]]})
+    connections.clear()
+    Registry(hosts=dead_first, retries=0).pull(ImageStore(tmp_path / "d2"),
+                                               "quay.io/app/sample:v1")
+    assert [f"127.0.0.1:{p}" for _, p in connections].count(dead) == 1
     # nothing anywhere: the not-found error of the first host, naming the reference
     with pytest.raises(Exception, match=r"quay.io/app/missing:v1") as err:
         reg.pull(store, "quay.io/app/missing:v1")

@@ -21,6 +21,8 @@ import http.client
 import json
 import re
 import ssl
+import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -57,6 +59,7 @@ _T = TypeVar("_T")
 _ACCEPT = ", ".join(sorted(MANIFEST_TYPES | INDEX_TYPES))
 _CHUNK = 1 << 20
 _MAX_MANIFEST = 8 << 20
+_DOWN_FOR = 30.0  # seconds an unreachable host is asked last
 
 
 class _Interrupted(Exception):
@@ -131,11 +134,23 @@ class Registry:
         self.transport = Transport(auth=auth, timeout=timeout, retries=retries,
                                    backoff=backoff, ssl_context=ssl_context)
         self.max_workers = max(1, max_workers)
+        self._down: dict[str, float] = {}  # host URL -> until when it is asked last
+        self._down_lock = threading.Lock()
 
     @property
     def retries(self) -> int:
         """Retries of a failed request or an interrupted body (the transport's setting)."""
         return self.transport.retries
+
+    @property
+    def timeout(self) -> float:
+        """Seconds per socket operation (the transport's setting)."""
+        return self.transport.timeout
+
+    @property
+    def backoff(self) -> float:
+        """First retry delay in seconds, doubled per attempt (the transport's setting)."""
+        return self.transport.backoff
 
     # -- HTTP plumbing ---------------------------------------------------------------------
 
@@ -149,21 +164,28 @@ class Registry:
 
         A host that misses (404), cannot be reached, fails or serves content that does not
         verify gives way to the next; when all fail, the first error that was not a 404 is
-        raised (or the first 404).
+        raised (or the first 404). A host that could not be reached is asked last for a while,
+        so a dead mirror costs its retries once, not once per blob.
         """
         endpoints = self.endpoints(ref, *capabilities)
         if not endpoints:
             raise RegistryError(f"{what}: no host of {ref.domain} has the "
                                 f"{'+'.join(capabilities)} capability")
+        now = time.monotonic()
+        with self._down_lock:
+            down = {url for url, until in self._down.items() if until > now}
         missing: Exception | None = None
         failed: Exception | None = None
-        for endpoint in endpoints:
+        for endpoint in sorted(endpoints, key=lambda e: e.url in down):  # stable
             try:
                 return attempt(endpoint)
             except (ImageNotFoundError, BlobNotFoundError) as e:
                 missing = missing or e
             except (RegistryError, DigestMismatchError, UnsupportedMediaTypeError) as e:
                 failed = failed or e
+                if isinstance(e, RegistryError) and e.status is None and len(endpoints) > 1:
+                    with self._down_lock:
+                        self._down[endpoint.url] = time.monotonic() + _DOWN_FOR
         raise (failed or missing)  # type: ignore[misc]
 
     def _request(self, ref: Reference, method: str, url: str, what: str, *,
