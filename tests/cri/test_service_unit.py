@@ -560,3 +560,34 @@ def test_pull_credentials_are_checked_before_the_registry(rig: Rig) -> None:
         rig.service.PullImage(req)
     with pytest.raises(InvalidArgumentError, match=r"image\.image: required"):
         rig.service.PullImage(pb.PullImageRequest())
+
+
+# -- the seam ----------------------------------------------------------------------------
+
+
+def _api_methods() -> dict[str, list[str]]:
+    """PodAPI's methods and their parameter names (properties left out)."""
+    import inspect
+
+    from podkit.cri.service.pods import PodAPI
+
+    return {name: list(inspect.signature(fn).parameters)
+            for name, fn in vars(PodAPI).items()
+            if inspect.isfunction(fn) and not name.startswith("_")}
+
+
+@pytest.mark.parametrize("cls_name", ["SandboxManager", "FakePodManager"])
+def test_both_managers_have_the_pod_api(cls_name: str, tmp_path: Path) -> None:
+    """The real manager and the fake keep PodAPI's methods with the same parameters, so the
+    unit tests above exercise the calls the service makes of the real one."""
+    import inspect
+
+    from podkit.sandbox import SandboxManager
+
+    cls = {"SandboxManager": SandboxManager, "FakePodManager": FakePodManager}[cls_name]
+    for name, params in _api_methods().items():
+        assert list(inspect.signature(getattr(cls, name)).parameters) == params, name
+    fake = FakePodManager(images=ImageStore(tmp_path))
+    for attr in ("root_dir", "state_dir", "runtime", "networks", "pause", "images",
+                 "rootfs_mode"):
+        assert hasattr(fake, attr), attr
