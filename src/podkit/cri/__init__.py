@@ -3,8 +3,10 @@
 ``podkit.cri.api_pb2`` holds the protobuf messages generated from podkit's own ``api.proto``
 (wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
 ``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
-statuses. Importing this package never imports grpc: the service stubs in
-``podkit.cri.api_pb2_grpc`` need the ``grpc`` extra.
+statuses. ``podkit.cri.service`` is the reference CRI server (``podkit.cri.server`` keeps its
+old names) and ``podkit.cri.streaming`` the exec/attach/port-forward server. Importing this
+package never imports grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc``
+extra.
 
 >>> from podkit.cri import api_pb2, sandbox_config_from_cri
 >>> msg = api_pb2.PodSandboxConfig(metadata=api_pb2.PodSandboxMetadata(name="web"))
