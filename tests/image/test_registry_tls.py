@@ -104,8 +104,8 @@ def _assert_pulled(store: ImageStore, ref: str, image: BuiltImage) -> None:
 
 
 def test_public_names_through_a_local_mirror_stay_local(
-        started: Any, sample: BuiltImage, tmp_path: Path,
-        connections: list[tuple[str, int]]) -> None:
+        started: Any, sample: BuiltImage, tmp_path: Path, connections: list[tuple[str, int]],
+        capsys: pytest.CaptureFixture[str]) -> None:
     mirror = started("mirror")
     _push(tmp_path, sample, f"{mirror}/pause/pause:v1", Registry())
     entry = (f'server = "{UNROUTABLE}"\ncapabilities = ["push"]\n'
@@ -119,8 +119,20 @@ def test_public_names_through_a_local_mirror_stay_local(
                 f"gcr.io/pause/pause@{sample.descriptor['digest']}"):
         reg.pull(store, ref)
         _assert_pulled(store, ref, sample)
+    # the CLI with the same directory; then a broken file is refused, naming file and key
+    root = str(tmp_path / "cli-root")
+    assert main(["image", "pull", "-q", "--root", root, "--registry-config-dir",
+                 str(tmp_path / "certs.d"), "registry.k8s.io/pause/pause:v1"]) == 0
+    assert capsys.readouterr().out.split() == ["registry.k8s.io/pause/pause:v1",
+                                               sample.descriptor["digest"]]
     assert connections and {h for h, _ in connections} == {"127.0.0.1"}
     assert {f"127.0.0.1:{p}" for _, p in connections} == {mirror}
+    broken = tmp_path / "certs.d" / "gcr.io" / "hosts.toml"
+    broken.write_text(entry.replace('"resolve"]', '"resolve", "fetch"]'))
+    assert main(["image", "pull", "-q", "--root", root, "--registry-config-dir",
+                 str(tmp_path / "certs.d"), "gcr.io/pause/pause:v1"]) == 1
+    err = capsys.readouterr().err
+    assert str(broken) in err and "capabilities: unknown capability 'fetch'" in err
 
 
 def test_fall_through_between_mirrors(started: Any, sample: BuiltImage, tmp_path: Path,
