@@ -73,6 +73,7 @@ def test_without_server_the_registry_itself_is_last(tmp_path: Path) -> None:
     assert _urls(hosts.hosts("quay.io")) == ["https://mirror.example/x/v2", "https://quay.io/v2"]
     assert hosts.hosts("quay.io")[1].capabilities == {"pull"}
     assert _urls(hosts.hosts("docker.io"))[-1] == "https://registry-1.docker.io/v2"
+    assert hosts.hosts("quay.io")[0] is hosts.hosts("quay.io")[0]  # made once, TLS reused
 
 
 def test_server_path_and_override_path(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ipaddress
 import posixpath
 import ssl
+import threading
 import tomllib
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
@@ -288,7 +289,9 @@ class RegistryHosts:
                  scheme: str | None = None) -> None:
         self._hosts = {name: tuple(v) for name, v in (hosts or {}).items()}
         self._scheme = scheme
-        self._dirs: dict[str, Path] = {}
+        self._default_dir: Path | None = None
+        self._for_default: dict[str, tuple[RegistryHost, ...]] = {}  # registry -> its hosts
+        self._lock = threading.Lock()
 
     @classmethod
     def load(cls, directory: str | Path, *, scheme: str | None = None) -> RegistryHosts:
@@ -306,8 +309,9 @@ class RegistryHosts:
             raise HostsConfigError(f"{root}: cannot read the hosts directory: "
                                    f"{e.strerror or e}") from None
         for sub in subdirs:
-            self._dirs[sub.name] = sub
             self._hosts[sub.name] = self._load_dir(sub, sub.name)
+            if sub.name == "_default":
+                self._default_dir = sub
         return self
 
     def _load_dir(self, sub: Path, registry: str) -> tuple[RegistryHost, ...]:
@@ -328,12 +332,19 @@ class RegistryHosts:
         for name in host_dir_names(registry):
             if name not in self._hosts:
                 continue
-            hosts = self._hosts[name]
-            if name == "_default" and name in self._dirs:
-                # the fallback file's default server is the registry asked for
-                hosts = self._load_dir(self._dirs[name], registry)
-            return hosts
+            if name == "_default" and self._default_dir is not None:
+                return self._default_hosts(registry, self._default_dir)
+            return self._hosts[name]
         return (default_server(registry, scheme=self._scheme),)
+
+    def _default_hosts(self, registry: str, directory: Path) -> tuple[RegistryHost, ...]:
+        """``_default``'s hosts for ``registry`` (its implicit server is that registry), made
+        once per registry so TLS contexts are reused."""
+        with self._lock:
+            hosts = self._for_default.get(registry)
+            if hosts is None:
+                hosts = self._for_default[registry] = self._load_dir(directory, registry)
+            return hosts
 
     def endpoints(self, registry: str, *capabilities: str) -> tuple[RegistryHost, ...]:
         """The endpoints of ``registry`` that have every one of ``capabilities``, in order.
