@@ -38,6 +38,7 @@ NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, Timeou
 
 
 def _challenge(header: str) -> tuple[str, dict[str, str]]:
+    """The scheme (lower case) and parameters of a ``WWW-Authenticate`` header."""
     scheme, _, rest = header.strip().partition(" ")
     params = {k.lower(): v1 or v2 for k, v1, v2 in
               re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|([^,\s]*))', rest)}
@@ -45,6 +46,7 @@ def _challenge(header: str) -> tuple[str, dict[str, str]]:
 
 
 def _registry_message(body: bytes) -> str:
+    """``CODE: message`` of a distribution error body (else its first 200 bytes)."""
     with contextlib.suppress(ValueError, AttributeError, TypeError):
         errors = json.loads(body).get("errors") or []
         parts = [f"{e.get('code', '?')}: {e.get('message', '')}".strip() for e in errors]
@@ -145,6 +147,8 @@ class Transport:
 
     def _fetch_token(self, endpoint: RegistryHost, scope: str, params: dict[str, str],
                      what: str) -> None:
+        """Answer a bearer challenge: the registry token as it is, else a token from the realm
+        (refresh grant with an identity token, or GET with basic credentials / anonymous)."""
         host = endpoint.host
         creds = self.credentials(host)
         if creds is not None and creds.registry_token:
@@ -244,13 +248,6 @@ class Transport:
                 resp.close()
                 raise RegistryError(f"{what}: {host} answered {resp.status}", resp.status)
             return resp
-
-    def _sleep(self, attempt: int, retry_after: str | None) -> None:
-        delay = self.backoff * (2 ** (attempt - 1))
-        if retry_after and retry_after.isdigit():
-            delay = max(delay, min(float(retry_after), 30.0))
-        time.sleep(delay * (0.75 + random.random() / 2))
-
 
     def sleep(self, attempt: int, retry_after: str | None) -> None:
         """Back off before retry ``attempt`` (doubling, jittered; ``Retry-After`` honoured)."""
