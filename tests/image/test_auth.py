@@ -43,6 +43,19 @@ def test_credentials_repr_hides_secrets() -> None:
     assert SECRET not in str(err.value)
 
 
+def test_from_cri_auth_config_fields() -> None:
+    assert Credentials.from_fields() is None
+    assert Credentials.from_fields(username="u", password="p", auth=_b64("x:y")) == \
+        Credentials("u", "p")
+    assert Credentials.from_fields(auth=_b64("x:y")) == Credentials("x", "y")
+    assert Credentials.from_fields(identity_token="i") == Credentials(identity_token="i")
+    assert Credentials.from_fields(registry_token="r", username="u") == \
+        Credentials("u", registry_token="r")
+    with pytest.raises(ImageError, match="not base64") as err:
+        Credentials.from_fields(auth=SECRET)
+    assert SECRET not in str(err.value)
+
+
 def test_auth_file_path_precedence(tmp_path: Path) -> None:
     env = {"HOME": "/home/u"}
     assert auth_file_path(None, env) == Path("/home/u/.docker/config.json")

@@ -71,6 +71,22 @@ class Credentials:
             raise ImageError("auth: not base64 of user:password")
         return cls(user, password, identity_token=identity_token)
 
+    @classmethod
+    def from_fields(cls, *, username: str = "", password: str = "", auth: str = "",
+                    identity_token: str = "", registry_token: str = "") -> Credentials | None:
+        """From the fields of a CRI ``AuthConfig`` (or a ``config.json`` entry); ``None``
+        when all are empty. ``username``/``password`` win over ``auth``."""
+        if not (username or password) and auth:
+            creds = cls.from_auth(auth)
+        elif username or password:
+            creds = cls(username, password)
+        elif identity_token or registry_token:
+            creds = cls()
+        else:
+            return None
+        return attrs.evolve(creds, identity_token=identity_token or None,
+                            registry_token=registry_token or None)
+
     @property
     def basic(self) -> str | None:
         """The ``Basic`` Authorization value, when there is a username or password."""
