@@ -5,8 +5,9 @@ Layers, bottom to top: base < oci < mechanisms (cdi, cni, host, runtime, image) 
 of each other (they share only the oci models and base); protobuf and grpc stay in the
 frontends; a part never imports another part's ``_private`` module or name (base is everyone's
 foundation); and the import graph has no circle. Every import counts for the layers; for
-circles every import that runs does, lazy ones included (a circle dodged by a late import is
-still a circle), while ``if TYPE_CHECKING:`` imports, which only name types, do not.
+circles every import counts too: one that runs late (a circle dodged by a lazy import is
+still a circle) and one under ``if TYPE_CHECKING:`` (a circle that only types close is still two
+modules that need each other).
 
 ``KNOWN`` lists violations the code still has (none since the pods layer became a package: the
 test failed on the earlier code with a pods circle, an oci circle and five private imports). The
@@ -67,35 +68,25 @@ def _resolve(importer: str, is_package: bool, level: int, target: str | None) ->
     return ".".join(base + ([target] if target else []))
 
 
-def _type_checking_imports(tree: ast.Module) -> set[int]:
-    """ids of the import nodes under ``if TYPE_CHECKING:`` (annotations only, never run)."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            found.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return found
-
-
 def imports(
     name: str, path: Path, known: dict[str, Path]
-) -> Iterator[tuple[str, str | None, bool]]:
-    """(imported module, imported name or None, at run time) for every import in the file."""
+) -> Iterator[tuple[str, str | None]]:
+    """(imported module, imported name or None) for every import in the file, lazy and
+    ``TYPE_CHECKING`` ones included."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    typing_only = _type_checking_imports(tree)
     is_package = path.name == "__init__.py"
     for node in ast.walk(tree):
-        runs = id(node) not in typing_only
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name, None, runs
+                yield alias.name, None
         elif isinstance(node, ast.ImportFrom):
             target = _resolve(name, is_package, node.level, node.module)
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
                 if sub in known:  # ``from pkg import submodule`` imports the submodule
-                    yield sub, None, runs
+                    yield sub, None
                 else:
-                    yield target, alias.name, runs
+                    yield target, alias.name
 
 
 def part_of(module: str) -> str | None:
@@ -135,11 +126,11 @@ def edge_violations(importer: str, module: str, name: str | None) -> Iterator[st
 
 
 def graph(known: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the podkit modules it imports at run time (package facades count as modules)."""
+    """Module -> the podkit modules it imports (package facades count as modules)."""
     edges: dict[str, set[str]] = {m: set() for m in known}
     for name, path in known.items():
-        for module, _, runs in imports(name, path, known):
-            if runs and module in known and module != name:
+        for module, _ in imports(name, path, known):
+            if module in known and module != name:
                 edges[name].add(module)
     return edges
 
@@ -198,7 +189,7 @@ def violations() -> set[str]:
     known = modules()
     found: set[str] = set()
     for name, path in known.items():
-        for module, imported, _ in imports(name, path, known):
+        for module, imported in imports(name, path, known):
             found.update(edge_violations(name, module, imported))
     edges = graph(known)
     found.update(_circle_text(c, edges) for c in circles(edges))
@@ -239,3 +230,14 @@ def test_the_rules_catch_each_kind_of_violation() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(edges) == [["a", "b", "c"]]
     assert _circle_text(["a", "b", "c"], edges) == "circle: a -> b -> c -> a"
+
+
+def test_imports_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    mod = tmp_path / "m.py"
+    mod.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from podkit.oci import Spec\n"
+        "def f():\n    import podkit.cni\n"
+    )
+    found = set(imports("podkit.x.m", mod, {}))
+    assert {("podkit.oci", "Spec"), ("podkit.cni", None)} <= found

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import _leaks
-from support import REPO, require_isolated, require_root
 from podkit import netns
+from support import REPO, require_isolated, require_root
 
 # --- unit: each collector --------------------------------------------------------------------
 
