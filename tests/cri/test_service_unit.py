@@ -128,6 +128,19 @@ def test_container_lifecycle(rig: Rig) -> None:
     rig.service.StopContainer(pb.StopContainerRequest(container_id="unknown"))
 
 
+def test_status_reports_the_user_the_pod_api_resolved(rig: Rig) -> None:
+    sid = rig.run_pod()
+    cfg = container_config("u")
+    sc = cfg.linux.security_context
+    sc.run_as_user.value, sc.run_as_group.value = 1000, 2000
+    sc.supplemental_groups.extend([3000, 4000])
+    cid = rig.service.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sid, config=cfg)).container_id
+    user = rig.service.ContainerStatus(pb.ContainerStatusRequest(container_id=cid)).status.user
+    assert (user.linux.uid, user.linux.gid, list(user.linux.supplemental_groups)) == (
+        1000, 2000, [3000, 4000])
+
+
 def test_a_container_that_exits_on_its_own(rig: Rig) -> None:
     sid = rig.run_pod()
     cid = rig.create(sid)

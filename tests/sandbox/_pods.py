@@ -75,16 +75,17 @@ def do_then_fail(step: Step, exc: BaseException,
 
 
 def make_manager(base: Path, rootfs: Path, *, networks: bool = True, infraless: bool = False,
-                 binary: str = "runc", **kw: object) -> SandboxManager:
+                 binary: str = "runc", pause: PauseConfig | None = None,
+                 **kw: object) -> SandboxManager:
     """A manager with its own dirs under ``base`` and the shared test bridge network
-    (``infraless``: ``pause=None``)."""
+    (``infraless``: ``pause=None``; ``pause``: another pause program on ``rootfs``)."""
     runc_root = base / "runc"
     _leaks.register_runtime_root(runc_root)
     _leaks.register_ipam_dir(base / "state" / "ipam")
     nets = default_networks(base / "state", bridge=BRIDGE, name="pk-pod-net") if networks \
         else None
     return SandboxManager(base / "root", base / "state", Runc(binary, root=runc_root), nets,
-                          pause=None if infraless else PauseConfig(rootfs=str(rootfs)),
+                          pause=None if infraless else pause or PauseConfig(rootfs=str(rootfs)),
                           netns_prefix="pk-pod-",
                           **kw)  # type: ignore[arg-type]
 

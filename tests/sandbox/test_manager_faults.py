@@ -84,8 +84,7 @@ def test_fault_at_every_run_sandbox_step_is_undone(
 def test_real_pause_failure_is_undone(bridge: None, rootfs: Path, tmp_path: Path) -> None:
     before = snapshot()
     base = tmp_path / "m"
-    m = make_manager(base, rootfs)
-    m.pause = PauseConfig(rootfs=str(rootfs), args=("/no/such/pause",))
+    m = make_manager(base, rootfs, pause=PauseConfig(rootfs=str(rootfs), args=("/no/such/pause",)))
     try:
         with pytest.raises(PodkitError, match="no/such/pause"):
             m.run_sandbox(pod_config())

@@ -15,8 +15,16 @@ from pathlib import Path
 import pytest
 
 from podkit import netns
-from podkit.errors import AlreadyExistsError
-from podkit.pods.config import DNSConfig, LinuxPodSandboxConfig, NamespaceMode, PortMapping
+from podkit.errors import AlreadyExistsError, NotFoundError
+from podkit.pods.config import (
+    DNSConfig,
+    LinuxContainerConfig,
+    LinuxContainerSecurityContext,
+    LinuxPodSandboxConfig,
+    NamespaceMode,
+    NamespaceOption,
+    PortMapping,
+)
 from podkit.runtime import read_cri_log
 from podkit.sandbox import (
     ContainerState,
@@ -366,3 +374,20 @@ def test_cni_arguments_and_capabilities(bridge: None, rootfs: Path, tmp_path: Pa
         m.remove_all()
         m.close()
     assert leaked(before) == []
+
+
+def test_container_user_is_the_resolved_user_of_its_bundle(
+    mgr: SandboxManager, rootfs: Path
+) -> None:
+    sb = mgr.run_sandbox(pod_config())
+    sc = LinuxContainerSecurityContext(namespace_options=NamespaceOption(),
+                                       run_as_user=1000, supplemental_groups=[3000])
+    cid = mgr.create_container(sb.id, ctr_config(rootfs, "u", ["sleep", "600"],
+                                                 linux=LinuxContainerConfig(security_context=sc)))
+    user = mgr.container_user(cid)
+    assert user is not None
+    # gid from the rootfs passwd entry of uid 1000 (app); the group file adds 2000 (extra)
+    assert (user.uid, user.gid) == (1000, 1000)
+    assert user.additional_gids is not None and {2000, 3000} <= set(user.additional_gids)
+    with pytest.raises(NotFoundError):
+        mgr.container_user("0" * 64)

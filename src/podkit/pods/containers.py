@@ -331,6 +331,16 @@ class ContainerLifecycle:
             self._refresh(c)
             return attrs.evolve(c)
 
+    def container_user(self, id: str) -> oci.User | None:
+        """The user the container's process runs as, resolved at create (uid, gid, additional
+        gids, from its bundle); ``None`` when its bundle is gone or names none."""
+        self.registry.container(id)  # NotFoundError for an unknown ID
+        try:
+            spec = oci.Spec.load(self._container_dir(id) / "bundle" / "config.json")
+        except (OSError, oci.SpecError, ValueError):
+            return None
+        return spec.process.user if spec.process is not None else None
+
     def list_containers(self, filter: ContainerFilter | None = None) -> builtins.list[Container]:
         """Containers matching ``filter`` (all by default), oldest first."""
         f = filter or ContainerFilter()

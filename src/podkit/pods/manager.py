@@ -152,18 +152,10 @@ class SandboxManager(ContainerLifecycle):
         """The pause program (``None``: infra-less pods)."""
         return self._pause.config
 
-    @pause.setter
-    def pause(self, value: PauseConfig | None) -> None:
-        self._pause.config = value
-
     @property
     def images(self) -> image.ImageStore | None:
         """The image store container images and the pause image are resolved in."""
         return self._pause.images
-
-    @images.setter
-    def images(self, value: image.ImageStore | None) -> None:
-        self._pause.images = value
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from podkit import image as _image
+from podkit import oci
 from podkit.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -306,6 +307,14 @@ class FakePodManager:
         """The container's record."""
         with self._lock:
             return attrs.evolve(self._container(id))
+
+    def container_user(self, id: str) -> oci.User | None:
+        """The config's ``run_as_user``/``run_as_group``/``supplemental_groups`` (0 when
+        unset), as the real manager resolves them without an image's passwd file."""
+        with self._lock:
+            sc = self._container(id).config.linux.security_context
+        return oci.User(uid=sc.run_as_user or 0, gid=sc.run_as_group or 0,
+                        additional_gids=list(sc.supplemental_groups) or None)
 
     def list_containers(self, filter: ContainerFilter | None = None,
                         ) -> builtins.list[Container]:

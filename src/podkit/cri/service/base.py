@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from pathlib import Path
 from typing import Protocol
 
 from podkit import image as _image
@@ -18,7 +17,7 @@ from podkit.cri import api_pb2 as pb
 from podkit.cri.service.errors import UnimplementedError
 from podkit.cri.service.events import EventBus
 from podkit.cri.service.pods import PodAPI
-from podkit.cri.service.replies import ContainerImage, container_status_reply, user_from_spec
+from podkit.cri.service.replies import ContainerImage, container_status_reply, user_reply
 from podkit.errors import NotFoundError
 from podkit.sandbox import Container, Sandbox, SandboxFilter, SandboxState
 
@@ -94,8 +93,10 @@ class ServiceBase:
         with self._lock:
             if id in self._users:
                 return self._users[id]
-        user = user_from_spec(Path(self.manager.root_dir) / "containers" / id / "bundle" /
-                              "config.json")
+        try:
+            user = user_reply(self.manager.container_user(id))
+        except NotFoundError:
+            user = None
         with self._lock:
             self._users[id] = user
         return user

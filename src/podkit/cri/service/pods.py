@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from podkit import oci
 from podkit.container import ContainerConfig
 from podkit.image import ImageStore
 from podkit.runtime import ExecResult
@@ -134,6 +135,10 @@ class PodAPI(Protocol):
 
     def container_status(self, id: str) -> Container:
         """The container's record, its state checked."""
+        ...
+
+    def container_user(self, id: str) -> oci.User | None:
+        """The resolved user of the container's process (``None`` if unknown)."""
         ...
 
     def list_containers(self, filter: ContainerFilter | None = None,

@@ -40,6 +40,7 @@ __all__ = [
     "sandbox_status_to_cri",
     "sandbox_to_cri",
     "user_from_spec",
+    "user_reply",
 ]
 
 
@@ -85,21 +86,25 @@ def container_to_cri(c: Container, img: ContainerImage) -> pb.Container:
     return out
 
 
-def user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
-    """The resolved uid, gid and groups of a bundle's ``config.json`` (``None`` if unreadable)."""
-    try:
-        spec = oci.Spec.load(spec_path)
-    except (OSError, oci.SpecError, ValueError):
+def user_reply(u: oci.User | None) -> pb.ContainerUser | None:
+    """The resolved uid, gid and groups of a container's process user (``None`` if unknown)."""
+    if u is None:
         return None
-    if spec.process is None or spec.process.user is None:
-        return None
-    u = spec.process.user
     out = pb.ContainerUser()
     out.linux.uid = u.uid or 0
     out.linux.gid = u.gid or 0
     out.linux.supplemental_groups.extend(u.additional_gids or ())
     out.linux.SetInParent()
     return out
+
+
+def user_from_spec(spec_path: Path) -> pb.ContainerUser | None:
+    """:func:`user_reply` of a bundle's ``config.json`` (``None`` if unreadable)."""
+    try:
+        spec = oci.Spec.load(spec_path)
+    except (OSError, oci.SpecError, ValueError):
+        return None
+    return user_reply(spec.process.user if spec.process is not None else None)
 
 
 def container_status_reply(c: Container, img: ContainerImage,
