@@ -10,6 +10,7 @@ import shlex
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,10 @@ import vm_run  # noqa: E402
 # ---- newc writer
 
 
-def _archive(build: object) -> bytes:
+def _archive(build: Callable[[vm_cpio.NewcWriter], None]) -> bytes:
     buf = io.BytesIO()
     w = vm_cpio.NewcWriter(buf)
-    build(w)  # type: ignore[operator]
+    build(w)
     w.close()
     return buf.getvalue()
 
