@@ -95,7 +95,10 @@ sync
 SERVICE = """[Unit]
 Description=podkit guest command (scripts/vm run --systemd)
 Requires=sysinit.target
-After=sysinit.target
+After=sysinit.target dbus.socket
+# crun's systemd driver talks to systemd over the system bus (sd-bus), runc's falls back to
+# systemd's private socket; start the bus when the host has one (a missing unit is ignored)
+Wants=dbus.socket
 
 [Service]
 Type=oneshot
