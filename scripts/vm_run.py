@@ -176,7 +176,20 @@ def _stream(proc: subprocess.Popen[bytes], filt: ConsoleFilter, deadline: float 
                   flush=True)
 
 
+HIDDEN = ("/tmp", "/var/tmp", "/run")  # tmpfs in the guest: the host's files there are not seen
+
+
+def check_workdir(workdir: str) -> None:
+    """Refuse a workdir the guest cannot see (under a directory it mounts tmpfs on)."""
+    path = Path(workdir).resolve()
+    for hidden in HIDDEN:
+        if path == Path(hidden) or Path(hidden) in path.parents:
+            raise SystemExit(f"scripts/vm: {path} is under {hidden}, which is tmpfs in the "
+                             "guest: use a checkout elsewhere")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_workdir(args.workdir)
     kernel = setup(args)
     marker = "@@podkit-vm-" + secrets.token_hex(8)
     mode = "systemd" if args.systemd else "sh"

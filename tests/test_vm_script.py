@@ -279,3 +279,11 @@ def test_console_filter_shows_lines_that_only_look_like_a_marker() -> None:
     assert f.feed(b"@@mk=x\n@@m\n@@mk=7 trailing\n") == b"@@mk=x\n@@m\n@@mk=7 trailing\n"
     assert f.exit_code is None
     assert f.feed(b"@@\n") == b"@@\n"
+
+
+def test_a_workdir_the_guest_cannot_see_is_refused() -> None:
+    for hidden in ("/tmp/x", "/run", "/var/tmp/a/b"):
+        with pytest.raises(SystemExit, match="tmpfs in the guest"):
+            vm_run.check_workdir(hidden)
+    vm_run.check_workdir("/srv/checkout")
+    vm_run.check_workdir("/tmpfoo")
