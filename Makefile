@@ -72,6 +72,8 @@ clean:
 # root is this machine's filesystem, read-only under a tmpfs overlay, with cgroup2 alone at
 # /sys/fs/cgroup; the tests run inside it and its exit code is this target's. Installs
 # qemu-system-x86 when missing; scripts/vm setup fetches the kernel .deb into .vm/.
+# CGROUPV2_VM_ARGS=--systemd boots the host's systemd as PID 1 instead of a shell.
+CGROUPV2_VM_ARGS ?=
 CGROUPV2_TESTS ?= tests/runtime
 CGROUPV2_PYTEST_ARGS ?= -q -m integration --tb=line -rfE
 .PHONY: test-cgroupv2
@@ -82,5 +84,5 @@ test-cgroupv2: venv system-deps
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86; \
 	fi
 	scripts/vm setup
-	scripts/vm run --timeout 3000 -e PODKIT_LEAK_CHECK=1 -- \
+	scripts/vm run $(CGROUPV2_VM_ARGS) --timeout 3000 -e PODKIT_LEAK_CHECK=1 -- \
 		scripts/isolated $(VENV)/bin/pytest $(CGROUPV2_PYTEST_ARGS) $(CGROUPV2_TESTS)
