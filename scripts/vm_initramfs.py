@@ -176,9 +176,10 @@ def run_archive(argv: Sequence[str], *, workdir: str, env: Mapping[str, str], ma
         raise ValueError(f"unknown guest init mode {mode!r}")
     buf = io.BytesIO()
     w = NewcWriter(buf)
-    w.add_file("podkit-vm/run.env", _env_lines({
-        "MARKER": marker, "MODE": mode,
-        "SYSTEMD_ARGS": "--show-status=yes" if verbose else "--show-status=no"}).encode())
+    quiet = "--show-status=no --log-level=warning"
+    run_env = {"MARKER": marker, "MODE": mode,
+               "SYSTEMD_ARGS": "--show-status=yes" if verbose else quiet}
+    w.add_file("podkit-vm/run.env", _env_lines(run_env).encode())
     w.add_file("podkit-vm/command", command_script(argv, workdir, env).encode(), 0o755)
     w.close()
     return buf.getvalue()

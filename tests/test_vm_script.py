@@ -206,7 +206,7 @@ def test_run_archive_holds_marker_mode_and_command() -> None:
     data = vm_initramfs.run_archive(["true"], workdir="/w", env={}, marker="@@m", mode="sh")
     files = {n: d.decode() for n, _, d in vm_cpio.read_newc(data)}
     assert shlex.split(files["podkit-vm/run.env"]) == [
-        "MARKER=@@m", "MODE=sh", "SYSTEMD_ARGS=--show-status=no"]
+        "MARKER=@@m", "MODE=sh", "SYSTEMD_ARGS=--show-status=no --log-level=warning"]
     assert "exec true" in files["podkit-vm/command"]
     with pytest.raises(ValueError):
         vm_initramfs.run_archive(["true"], workdir="/", env={}, marker="m", mode="openrc")
