@@ -26,11 +26,11 @@ PACKAGE = "podkit"
 # part -> (layer rank, module prefixes). A module belongs to the part of its longest prefix.
 PARTS: dict[str, tuple[int, tuple[str, ...]]] = {
     "base": (0, ("podkit.errors", "podkit._files", "podkit._linux", "podkit._proc",
-              "podkit.procfs")),
+              "podkit.procfs", "podkit.cgroups")),
     "oci": (1, ("podkit.oci",)),
     "cdi": (2, ("podkit.cdi",)),
     "cni": (2, ("podkit.cni",)),
-    "host": (2, ("podkit.netns", "podkit.apparmor", "podkit.cgroups")),
+    "host": (2, ("podkit.netns", "podkit.apparmor")),
     "runtime": (2, ("podkit.runtime",)),
     "image": (2, ("podkit.image",)),
     "pods": (3, ("podkit.sandbox", "podkit.container", "podkit.pods")),
