@@ -276,7 +276,7 @@ class ContainerLifecycle:
         c.finished_at = (int(status.exited_at.timestamp() * 1e9) if status.exited_at
                          else _now())
         c.finished_at = max(c.finished_at, c.started_at)
-        oom = processes.oom_killed(self.supervisor, c.id)
+        oom = processes.oom_killed(self.supervisor, c.id, c.cgroups_path)
         c.reason = "OOMKilled" if oom else ("Completed" if status.exit_code == 0 else "Error")
         self.records.save(c)
 
@@ -401,6 +401,9 @@ class ContainerLifecycle:
         self.supervisor.reopen_log(id)
 
     def container_stats(self, id: str) -> ContainerStats:
-        """CPU, memory and pid usage from the container's cgroup v1 directories."""
+        """CPU, memory, pid and pressure numbers from the container's cgroup (v1 or v2);
+        ``NotFoundError`` once its cgroup is gone."""
         c = self.registry.container(id)
-        return ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
+        if not c.cgroups_path:
+            raise NotFoundError(f"container {id} has no cgroup")
+        return ContainerStats.of(c.id, cgroups.stats(c.cgroups_path), _now())

@@ -451,21 +451,19 @@ class SandboxManager(ContainerLifecycle):
         )
 
     def sandbox_stats(self, id: str) -> SandboxStats:
-        """The pod's usage: pause plus every container, summed; containers listed."""
+        """The pod's usage: pause plus every container whose cgroup exists, summed; those
+        containers listed. ``NotFoundError`` when the pod's own cgroup is gone."""
         sb = self.registry.sandbox(id)
-        containers = tuple(ContainerStats.of(c.id, cgroups.usage(c.cgroups_path), _now())
-                           for c in self.registry.containers_of(id) if c.cgroups_path)
-        every = containers
+        containers: list[ContainerStats] = []
+        for c in self.registry.containers_of(id):
+            if c.cgroups_path:
+                with contextlib.suppress(NotFoundError):  # exited and deleted: no cgroup
+                    containers.append(ContainerStats.of(c.id, cgroups.stats(c.cgroups_path),
+                                                        _now()))
+        every = tuple(containers)
         if sb.cgroups_path:
-            every = (ContainerStats.of(sb.id, cgroups.usage(sb.cgroups_path), _now()),
-                     *containers)
-        return SandboxStats(
-            id=id, timestamp=_now(),
-            cpu_usage_core_nano_seconds=sum(s.cpu_usage_core_nano_seconds for s in every),
-            memory_working_set_bytes=sum(s.memory_working_set_bytes for s in every),
-            process_count=sum(s.process_count for s in every),
-            containers=containers,
-        )
+            every = (ContainerStats.of(sb.id, cgroups.stats(sb.cgroups_path), _now()), *every)
+        return SandboxStats.total(id, _now(), every, tuple(containers))
 
     # -- recovery ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import contextlib
 import signal
 import time
 
+from podkit import cgroups
 from podkit.errors import NotFoundError, PodkitError
 from podkit.runtime import ConmonSupervisor, ExitStatus, Runtime, Supervisor
 from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
@@ -48,11 +49,17 @@ def exit_status(supervisor: Supervisor, runtime: Runtime, id: str) -> ExitStatus
         return ExitStatus(exit_code=255)
 
 
-def oom_killed(supervisor: Supervisor, id: str) -> bool:
-    """Whether the supervisor saw the container killed by the OOM killer (conmon only)."""
+def oom_killed(supervisor: Supervisor, id: str, cgroups_path: str = "") -> bool:
+    """Whether the OOM killer killed a process of the container: conmon saw it, or the
+    container's cgroup counts an OOM kill (v2 ``memory.events``, v1 ``memory.oom_control``),
+    read before the container is deleted (the cgroup goes with it)."""
     if isinstance(supervisor, ConmonSupervisor):
         with contextlib.suppress(PodkitError, OSError):
-            return supervisor.conmon.oom_killed(id)
+            if supervisor.conmon.oom_killed(id):
+                return True
+    if cgroups_path:
+        with contextlib.suppress(PodkitError, OSError):
+            return bool(cgroups.oom_kills(cgroups_path))
     return False
 
 

@@ -158,7 +158,11 @@ class ContainerFilter:
 
 @attrs.frozen(kw_only=True)
 class ContainerStats:
-    """cgroup v1 usage of one container (CRI ``ContainerStats`` subset)."""
+    """cgroup usage of one container (v1 or v2; the CRI ``ContainerStats`` numbers).
+
+    ``memory_available_bytes`` is ``None`` without a memory limit; the PSI fields are ``None``
+    on cgroup v1 or a kernel without PSI.
+    """
 
     id: str
     timestamp: int
@@ -167,15 +171,36 @@ class ContainerStats:
     memory_working_set_bytes: int
     memory_rss_bytes: int
     process_count: int
+    memory_available_bytes: int | None = None
+    memory_page_faults: int = 0
+    memory_major_page_faults: int = 0
+    cpu_psi: cgroups.PsiStats | None = None
+    memory_psi: cgroups.PsiStats | None = None
+    io_psi: cgroups.PsiStats | None = None
 
     @classmethod
-    def of(cls, id: str, usage: cgroups.CgroupUsage, timestamp: int) -> ContainerStats:
-        """The stats of ``id`` from its cgroup ``usage`` (``podkit.cgroups.usage``)."""
+    def of(cls, id: str, usage: cgroups.CgroupUsage | cgroups.CgroupStats,
+           timestamp: int) -> ContainerStats:
+        """The stats of ``id`` from its cgroup sample (``podkit.cgroups.stats``; the short
+        ``CgroupUsage`` of ``podkit.cgroups.usage`` is accepted too)."""
+        if isinstance(usage, cgroups.CgroupUsage):
+            return cls(id=id, timestamp=timestamp,
+                       cpu_usage_core_nano_seconds=usage.cpu_usage_core_nano_seconds,
+                       memory_usage_bytes=usage.memory_usage_bytes,
+                       memory_working_set_bytes=usage.memory_working_set_bytes,
+                       memory_rss_bytes=usage.memory_rss_bytes,
+                       process_count=usage.process_count)
+        short = cgroups.CgroupUsage.of(usage)
+        mem, psi = usage.memory, usage.pressure or cgroups.Pressure()
         return cls(id=id, timestamp=timestamp,
-                   cpu_usage_core_nano_seconds=usage.cpu_usage_core_nano_seconds,
-                   memory_usage_bytes=usage.memory_usage_bytes,
-                   memory_working_set_bytes=usage.memory_working_set_bytes,
-                   memory_rss_bytes=usage.memory_rss_bytes, process_count=usage.process_count)
+                   cpu_usage_core_nano_seconds=short.cpu_usage_core_nano_seconds,
+                   memory_usage_bytes=short.memory_usage_bytes,
+                   memory_working_set_bytes=short.memory_working_set_bytes,
+                   memory_rss_bytes=short.memory_rss_bytes, process_count=short.process_count,
+                   memory_available_bytes=mem.available if mem else None,
+                   memory_page_faults=mem.page_faults if mem else 0,
+                   memory_major_page_faults=mem.major_page_faults if mem else 0,
+                   cpu_psi=psi.cpu, memory_psi=psi.memory, io_psi=psi.io)
 
 
 @attrs.frozen(kw_only=True)
@@ -188,6 +213,23 @@ class SandboxStats:
     memory_working_set_bytes: int
     process_count: int
     containers: tuple[ContainerStats, ...] = ()
+    memory_usage_bytes: int = 0
+    memory_rss_bytes: int = 0
+    memory_page_faults: int = 0
+    memory_major_page_faults: int = 0
+
+    @classmethod
+    def total(cls, id: str, timestamp: int, every: tuple[ContainerStats, ...],
+              containers: tuple[ContainerStats, ...]) -> SandboxStats:
+        """The pod's sums over ``every`` cgroup sample (pause and containers)."""
+        return cls(id=id, timestamp=timestamp, containers=containers,
+                   cpu_usage_core_nano_seconds=sum(s.cpu_usage_core_nano_seconds for s in every),
+                   memory_working_set_bytes=sum(s.memory_working_set_bytes for s in every),
+                   process_count=sum(s.process_count for s in every),
+                   memory_usage_bytes=sum(s.memory_usage_bytes for s in every),
+                   memory_rss_bytes=sum(s.memory_rss_bytes for s in every),
+                   memory_page_faults=sum(s.memory_page_faults for s in every),
+                   memory_major_page_faults=sum(s.memory_major_page_faults for s in every))
 
 
 @attrs.frozen(kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from podkit.cgroups import PsiStats
 from podkit.container import ContainerConfig
 from podkit.cri import api_pb2 as pb
 from podkit.cri.convert.container import mount_to
@@ -162,7 +163,29 @@ def _container_stats_to(
     _uint64(out.memory, "working_set_bytes", stats.memory_working_set_bytes, f"{path}.memory")
     _uint64(out.memory, "usage_bytes", stats.memory_usage_bytes, f"{path}.memory")
     _uint64(out.memory, "rss_bytes", stats.memory_rss_bytes, f"{path}.memory")
+    if stats.memory_available_bytes is not None:
+        _uint64(out.memory, "available_bytes", stats.memory_available_bytes, f"{path}.memory")
+    _uint64(out.memory, "page_faults", stats.memory_page_faults, f"{path}.memory")
+    _uint64(out.memory, "major_page_faults", stats.memory_major_page_faults, f"{path}.memory")
+    _psi(out.cpu, stats.cpu_psi)
+    _psi(out.memory, stats.memory_psi)
+    if stats.io_psi is not None:
+        set_field(out.io, "timestamp", stats.timestamp, f"{path}.io")
+        _psi(out.io, stats.io_psi)
     return out
+
+
+def _psi(out: Any, psi: PsiStats | None) -> None:
+    """``out.psi`` (CPU, memory or IO usage) from a cgroup v2 pressure sample."""
+    if psi is None:
+        return
+    for name, line in (("Some", psi.some), ("Full", psi.full)):
+        if line is None:
+            continue
+        data = getattr(out.psi, name)
+        data.Total, data.Avg10, data.Avg60, data.Avg300 = (
+            line.total, line.avg10, line.avg60, line.avg300)
+        data.SetInParent()
 
 
 def container_stats_to_cri(stats: ContainerStats, c: Container | None = None) -> pb.ContainerStats:
@@ -190,6 +213,11 @@ def pod_sandbox_stats_to_cri(
             "stats.linux.cpu")
     set_field(linux.memory, "timestamp", stats.timestamp, "stats.linux.memory")
     _uint64(linux.memory, "working_set_bytes", stats.memory_working_set_bytes,
+            "stats.linux.memory")
+    _uint64(linux.memory, "usage_bytes", stats.memory_usage_bytes, "stats.linux.memory")
+    _uint64(linux.memory, "rss_bytes", stats.memory_rss_bytes, "stats.linux.memory")
+    _uint64(linux.memory, "page_faults", stats.memory_page_faults, "stats.linux.memory")
+    _uint64(linux.memory, "major_page_faults", stats.memory_major_page_faults,
             "stats.linux.memory")
     set_field(linux.process, "timestamp", stats.timestamp, "stats.linux.process")
     _uint64(linux.process, "process_count", stats.process_count, "stats.linux.process")
