@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from image.imagebuild import BuiltImage
+from image.imagebuild import MTIME, BuiltImage, build_image, write_layout
 from support import require_binary, require_isolated
 
-__all__ = ["FakeRegistry", "free_port", "registry", "start_registry", "stop_registry"]
+__all__ = ["FakeRegistry", "free_port", "mirror_hosts", "push_image", "registry", "start_registry",
+           "stop_registry", "tiny_image"]
 
 
 def free_port() -> int:
@@ -257,3 +258,53 @@ class FakeRegistry:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
+
+
+def tiny_image(text: str, arch: str | None = None) -> BuiltImage:
+    """A two-layer image (a file, a hard link to it, a dir) whose content says ``text``; for
+    ``arch`` (default: this machine's)."""
+    import io
+    import tarfile
+
+    from podkit.image.descriptor import host_platform
+
+    layers = []
+    for n in range(2):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            d = tarfile.TarInfo(f"data{n}")
+            d.type, d.mode, d.mtime = tarfile.DIRTYPE, 0o755, MTIME
+            tf.addfile(d)
+            body = (text * 2000).encode()
+            f = tarfile.TarInfo(f"data{n}/file")
+            f.size, f.mode, f.mtime = len(body), 0o644, MTIME
+            tf.addfile(f, io.BytesIO(body))
+            link = tarfile.TarInfo(f"data{n}/link")
+            link.type, link.linkname, link.mtime = tarfile.LNKTYPE, f"data{n}/file", MTIME
+            tf.addfile(link)
+        layers.append(buf.getvalue())
+    return build_image(layers, ["gzip", ""], {"Cmd": ["/bin/true"], "Env": ["T=" + text]},
+                       arch=arch or host_platform().architecture)
+
+
+def push_image(tmp: Path, image: BuiltImage, ref: str) -> None:
+    """Push ``image`` as ``ref`` (``127.0.0.1:<port>/repo:tag``) with podkit's client."""
+    from podkit.image import ImageStore, Registry, import_image
+
+    work = tmp / f"push-{image.descriptor['digest'][7:19]}"
+    src = ImageStore(work / "store")
+    layout = write_layout(work / "layout", [(image.descriptor, "v1")], image.blobs)
+    import_image(src, layout, ref)
+    Registry().push(src, ref)
+
+
+def mirror_hosts(root: Path, mirror: str, registries: tuple[str, ...] = ("gcr.io",
+                 "registry.k8s.io")) -> Path:
+    """A hosts dir (containerd's ``hosts.toml`` layout) serving ``registries`` from the
+    plain-HTTP ``mirror`` only: the upstream is the mirror too, so nothing leaves 127.0.0.1."""
+    for name in registries:
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / "hosts.toml").write_text(
+            f'server = "http://{mirror}"\n'
+            f'[host."http://{mirror}"]\n  capabilities = ["pull", "resolve"]\n')
+    return root

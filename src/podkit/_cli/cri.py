@@ -2,7 +2,10 @@
 
 Everything lives under ``--root``: the image store (the one ``podkit image ... --root`` uses),
 ``cri/root`` (pod files, bundles) and ``cri/state`` (records, conmon and runtime state). A new
-server over the same root adopts every pod and container an earlier one left.
+server over the same root adopts every pod and container an earlier one left. PullImage goes
+through ``--registry-config-dir`` (containerd's ``hosts.toml`` layout; point it at
+``/etc/containerd/certs.d`` to share containerd's) with the request's credentials, else those
+of ``--authfile`` (Docker's ``config.json``; default: the usual places).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 from types import FrameType
 
 from podkit.errors import InvalidArgumentError
+from podkit.image.hosts import CONTAINERD_DIR as CONTAINERD_HOSTS_DIR
+from podkit.image.hosts import DEFAULT_DIR as DEFAULT_HOSTS_DIR
 
 DEFAULT_ROOT = "/var/lib/podkit"
 DEFAULT_SOCKET = "/run/podkit/cri.sock"
@@ -43,6 +48,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "127.0.0.1 on a free port; '' turns streaming off)")
     p.add_argument("--max-networks", type=int, default=1,
                    help="networks of the conf dir attached to each pod (default 1, as kubelet)")
+    p.add_argument("--registry-config-dir", default=str(DEFAULT_HOSTS_DIR), metavar="DIR",
+                   help="registry hosts directory in containerd's hosts.toml format (default "
+                        f"{DEFAULT_HOSTS_DIR}; {CONTAINERD_HOSTS_DIR} reads containerd's)")
+    p.add_argument("--authfile", metavar="FILE",
+                   help="Docker config.json with registry credentials, used when a PullImage "
+                        "request has none (default: $REGISTRY_AUTH_FILE, $DOCKER_CONFIG, "
+                        "~/.docker/config.json)")
     p.set_defaults(func=cmd_serve)
 
 
@@ -50,7 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
     from podkit import cdi, cni
     from podkit.cri.server import claim_socket, manager_streaming, pause_config, serve
-    from podkit.image import ImageStore
+    from podkit.image import AuthFile, ImageStore, RegistryHosts
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager
 
@@ -63,6 +75,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     claim_socket(args.socket)  # before any work: refuse when another server listens
+    hosts = RegistryHosts.load(args.registry_config_dir)  # a bad hosts.toml fails the start
+    auth = AuthFile(args.authfile)
     root = Path(args.root).absolute()
     state = root / "cri" / "state"
     store = ImageStore(root)
@@ -99,7 +113,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             streaming = manager_streaming(manager, (host.strip("[]"), int(port)))
         try:
             server = serve(args.socket, manager, store, pause_image=pause.image,
-                           runtime_handler=args.runtime, streaming=streaming)
+                           runtime_handler=args.runtime, streaming=streaming,
+                           registry_hosts=hosts, auth=auth)
         except BaseException:
             if streaming is not None:
                 streaming.stop()

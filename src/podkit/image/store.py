@@ -50,6 +50,7 @@ from podkit.image.errors import (
     ImageNotFoundError,
 )
 from podkit.image.reference import Reference, parse_digest, parse_reference
+from podkit.image.usage import DiskUsage, disk_usage
 
 if TYPE_CHECKING:
     from podkit.image.config import ImageConfig
@@ -528,6 +529,11 @@ class ImageStore:
         except ImageError:
             return []
         return []
+
+    def usage(self) -> DiskUsage:
+        """Disk used by content (blobs, downloads in progress) and snapshots, as ``du -x``
+        counts it, and the mount point of the filesystem they are on."""
+        return disk_usage([self.root / d for d in ("blobs", "ingest", "snapshots")], self.root)
 
     def in_use_snapshots(self) -> set[str]:
         """Chain IDs referenced by container rootfs state (see ``podkit.image.unpack``)."""

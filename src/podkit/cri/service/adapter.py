@@ -19,6 +19,7 @@ from podkit.cri.service.base import StreamingURLs
 from podkit.cri.service.core import CRIService
 from podkit.cri.service.errors import status_code_name, status_detail
 from podkit.cri.service.pods import PodAPI
+from podkit.cri.service.pulls import CredentialLookup
 from podkit.errors import ConflictError, InvalidArgumentError, PodkitError
 from podkit.sandbox import SandboxManager
 
@@ -189,13 +190,16 @@ def serve(
     network_loader: Callable[[], Any] | None = None,
     max_workers: int = 64,
     options: Mapping[str, Any] | None = None,
+    registry_hosts: _image.RegistryHosts | None = None,
+    auth: CredentialLookup | None = None,
 ) -> Server:
     """Serve RuntimeService and ImageService on a Unix socket; returns the running server.
 
     ``manager`` is made for the server (``images=store``, its ``network_loader``; see
     :class:`CRIService`); call ``manager.recover()`` first when the state dir may hold pods of
     an earlier server. ``max_workers`` bounds concurrent RPCs (each open GetContainerEvents
-    stream holds one).
+    stream holds one). ``registry_hosts`` and ``auth`` are how PullImage reaches registries
+    (see :class:`CRIService`).
     """
     import concurrent.futures
 
@@ -206,7 +210,8 @@ def serve(
     path = Path(socket_path).absolute()
     claim_socket(path)
     service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
-                         runtime_handler=runtime_handler, network_loader=network_loader)
+                         runtime_handler=runtime_handler, network_loader=network_loader,
+                         registry_hosts=registry_hosts, auth=auth)
     service.recover()
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         max_workers=max_workers, thread_name_prefix="podkit-cri"),

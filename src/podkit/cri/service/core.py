@@ -18,6 +18,7 @@ from podkit.cri.service.base import ServiceBase, StreamingURLs
 from podkit.cri.service.containers import ContainerRPCs
 from podkit.cri.service.images import ImageRPCs
 from podkit.cri.service.pods import PodAPI
+from podkit.cri.service.pulls import CredentialLookup
 from podkit.cri.service.requests import batches
 from podkit.cri.service.sandboxes import SandboxRPCs
 from podkit.cri.service.status import StatusRPCs
@@ -58,6 +59,9 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
     set up otherwise is refused (InvalidArgumentError). ``streaming`` serves
     Exec/Attach/PortForward (``None``: those answer Unimplemented); ``pause_image`` is reported
     as pinned; ``state_dir`` is not used (kept for callers of earlier versions).
+    ``registry_hosts`` (a :class:`~podkit.image.RegistryHosts`: mirrors, TLS, headers) and
+    ``auth`` (credentials by registry host, e.g. an :class:`~podkit.image.AuthFile`, used when
+    a PullImage request carries none) are how PullImage reaches registries.
     Thread-safe; raises podkit errors.
     """
 
@@ -72,12 +76,15 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
         runtime_handler: str = "runc",
         rootfs_mode: str | None = None,
         network_loader: Callable[[], Any] | None = None,
+        registry_hosts: _image.RegistryHosts | None = None,
+        auth: CredentialLookup | None = None,
     ) -> None:
         if rootfs_mode is not None and rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
         _check_manager(manager, store, rootfs_mode, network_loader)
         ServiceBase.__init__(self, manager, store, streaming=streaming, pause_image=pause_image,
                              runtime_handler=runtime_handler)
+        self._init_images(registry_hosts, auth)
         self.state_dir = Path(state_dir) if state_dir else Path(manager.state_dir) / "cri"
 
     @property

@@ -1,18 +1,23 @@
 """The image service RPCs: list, status, pull, remove and filesystem usage, over the image
-store (one CRI image per image ID, its names as repo tags)."""
+store (one CRI image per image ID, its names as repo tags).
+
+As containerd's CRI plugin: the pause image is pinned; RemoveImage drops every name of the
+image even while containers use it (their root filesystems keep the layers they need);
+ImageFsInfo counts the content and snapshot dirs; pulls go through :class:`Puller`.
+"""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from podkit import image as _image
 from podkit.cri import api_pb2 as pb
 from podkit.cri.service.base import ServiceBase
-from podkit.cri.service.replies import filesystem_usage, image_to_cri
+from podkit.cri.service.pulls import CredentialLookup, Puller
+from podkit.cri.service.replies import image_to_cri
 from podkit.cri.service.requests import batches, required
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError, quote
 
@@ -27,22 +32,15 @@ def same_ref(a: str, b: str) -> bool:
         return False
 
 
-def _credentials(auth: pb.AuthConfig) -> _image.Credentials | None:
-    """The registry credentials of a PullImage request (user and password, or ``auth``:
-    base64 of ``user:password``)."""
-    if auth.username:
-        return _image.Credentials(auth.username, auth.password)
-    if not auth.auth:
-        return None
-    try:
-        user, _, password = base64.b64decode(auth.auth).decode().partition(":")
-    except ValueError:
-        raise InvalidArgumentError("auth.auth: not base64 of user:password") from None
-    return _image.Credentials(user, password)
-
-
 class ImageRPCs(ServiceBase):
     """ListImages, StreamImages, ImageStatus, PullImage, RemoveImage and ImageFsInfo."""
+
+    puller: Puller
+
+    def _init_images(self, hosts: _image.RegistryHosts | None,
+                     auth: CredentialLookup | None) -> None:
+        """Set up pulls: ``hosts`` (registry mirrors, TLS), ``auth`` (fallback credentials)."""
+        self.puller = Puller(self.store, hosts, auth)
 
     def _grouped_images(self) -> dict[str, list[_image.Image]]:
         groups: dict[str, list[_image.Image]] = {}
@@ -105,20 +103,22 @@ class ImageRPCs(ServiceBase):
         return out
 
     def PullImage(self, request: pb.PullImageRequest) -> pb.PullImageResponse:
-        """Pull from the registry (with the request's credentials); the image ID."""
+        """Pull through the registry hosts (with the request's credentials, else the auth
+        file's); the image ID. This platform's image of an index, or an error naming those
+        there are."""
         ref = required(request.image.image, "image.image")
-        options: dict[str, Any] = {}
-        creds = _credentials(request.auth)
-        if creds is not None:
-            options["auth"] = creds
+        auth = request.auth if request.HasField("auth") else None
         try:
-            img = _image.pull(self.store, ref, **options)
+            img = self.puller.pull(ref, auth)
         except _image.ReferenceError as exc:
             raise InvalidArgumentError(f"image.image {quote(ref)}: {exc}") from None
         return pb.PullImageResponse(image_ref=img.config.digest)
 
     def RemoveImage(self, request: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
-        """Forget every name of the image (by reference or ID); absent images succeed."""
+        """Forget every name of the image (by reference or ID); absent images succeed.
+
+        Like containerd, an image containers use is removed too: their root filesystems keep
+        the snapshots they were made from (gc spares those) until the containers go."""
         ref = required(request.image.image, "image.image")
         found = self._find_image(ref)
         for img in found or ():
@@ -131,7 +131,12 @@ class ImageRPCs(ServiceBase):
         return pb.RemoveImageResponse()
 
     def ImageFsInfo(self, request: pb.ImageFsInfoRequest) -> pb.ImageFsInfoResponse:
-        """Bytes and inodes used by the image store (layers, snapshots, rootfs)."""
+        """Bytes and inodes used by the image store's content and snapshots (as ``du``
+        counts them), on the filesystem mounted at ``fs_id.mountpoint``."""
+        usage = self.store.usage()
         out = pb.ImageFsInfoResponse()
-        out.image_filesystems.append(filesystem_usage(self.store.root))
+        fs = out.image_filesystems.add(timestamp=time.time_ns())
+        fs.fs_id.mountpoint = usage.mountpoint
+        fs.used_bytes.value = usage.bytes
+        fs.inodes_used.value = usage.inodes
         return out
