@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,15 +288,16 @@ def tiny_image(text: str, arch: str | None = None) -> BuiltImage:
                        arch=arch or host_platform().architecture)
 
 
-def push_image(tmp: Path, image: BuiltImage, ref: str) -> None:
-    """Push ``image`` as ``ref`` (``127.0.0.1:<port>/repo:tag``) with podkit's client."""
+def push_image(tmp: Path, image: BuiltImage, ref: str, auth: Any = None) -> None:
+    """Push ``image`` as ``ref`` (``127.0.0.1:<port>/repo:tag``) with podkit's client (and
+    ``auth``, :class:`~podkit.image.Credentials`, for a registry that wants them)."""
     from podkit.image import ImageStore, Registry, import_image
 
     work = tmp / f"push-{image.descriptor['digest'][7:19]}"
     src = ImageStore(work / "store")
     layout = write_layout(work / "layout", [(image.descriptor, "v1")], image.blobs)
     import_image(src, layout, ref)
-    Registry().push(src, ref)
+    Registry(auth=auth).push(src, ref)
 
 
 def mirror_hosts(root: Path, mirror: str, registries: tuple[str, ...] = ("gcr.io",
