@@ -14,6 +14,9 @@ here (large and small files, a deletion and an opaque dir per layer, gzip layers
   them" (target <= 1.15x). The floor is measured with each HTTP client on hand: urllib (a new
   connection per request, as podkit's transport), and urllib3 and httpx with a kept-alive
   connection pool when they are importable (``PYTHONPATH=<dir with them>``), to weigh them.
+* CRI pull: the same name through ``PullImage`` over gRPC to a CRI server (``serve()`` with the
+  same hosts directory, the in-memory pod API) vs. the same floor (target <= 1.15x); the image
+  is removed (``RemoveImage``, blobs collected) after each round.
 
 Usage: ``scripts/isolated .venv/bin/python benchmarks/bench_image.py [--rounds N] [--json out]``
 """
@@ -240,6 +243,39 @@ def _floors(base: str, digests: list[str]) -> dict[str, Callable[[Path], None]]:
     return floors
 
 
+class _CRIPuller:
+    """PullImage/RemoveImage of one reference over gRPC to a CRI server using ``hosts`` (the
+    in-memory pod API; the image service is the real one)."""
+
+    def __init__(self, tmp: Path, hosts: RegistryHosts, ref: str) -> None:
+        import grpc
+
+        from podkit.cri import api_pb2 as pb
+        from podkit.cri import api_pb2_grpc
+        from podkit.cri.service import serve
+        from podkit.pods.testing import FakeNetworks, FakePodManager
+
+        store = ImageStore(tmp / "cri-root")
+        manager = FakePodManager(tmp / "cri-pods", tmp / "cri-state", images=store,
+                                 networks=FakeNetworks())
+        self.server = serve(tmp / "cri.sock", manager, store, registry_hosts=hosts)
+        self.channel = grpc.insecure_channel(self.server.address)
+        self.stub = api_pb2_grpc.ImageServiceStub(self.channel)
+        self.pull_request = pb.PullImageRequest(image=pb.ImageSpec(image=ref))
+        self.remove_request = pb.RemoveImageRequest(image=pb.ImageSpec(image=ref))
+
+    def pull(self) -> None:
+        self.stub.PullImage(self.pull_request, timeout=300)
+
+    def remove(self) -> None:
+        """Forget the image; its blobs are collected, so the next pull downloads them."""
+        self.stub.RemoveImage(self.remove_request)
+
+    def close(self) -> None:
+        self.channel.close()
+        self.server.stop()
+
+
 def bench_mirror_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
     """gcr.io/bench/pull:v1 through hosts.toml to the local registry vs. the floors."""
     port = _free_port()
@@ -267,23 +303,30 @@ def bench_mirror_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
             f'[host."http://127.0.0.1:{port}"]\n  capabilities = ["pull", "resolve"]\n')
         registry = Registry(hosts=RegistryHosts.load(tmp / "certs.d"))
         ref = "gcr.io/bench/pull:v1"
+        cri = _CRIPuller(tmp, RegistryHosts.load(tmp / "certs.d"), ref)
         base = f"http://127.0.0.1:{port}/v2/bench/pull"
         floors = _floors(base, [image.config.digest, *(layer.digest for layer in image.layers)])
         registry.pull(ImageStore(tmp / "mirror-warm"), ref)
         for name, floor in floors.items():
             floor(tmp / f"warm-{name}")
-        times: dict[str, list[float]] = {"podkit": [], **{name: [] for name in floors}}
+        cri.pull()
+        cri.remove()
+        times: dict[str, list[float]] = {"podkit": [], "cri": [],
+                                         **{name: [] for name in floors}}
         for r in range(rounds):
             store = ImageStore(tmp / f"mpull{r}")
             times["podkit"].append(timed(lambda store=store: registry.pull(store, ref)))
             shutil.rmtree(tmp / f"mpull{r}")
+            times["cri"].append(timed(cri.pull))
+            cri.remove()
             for name, floor in floors.items():
                 times[name].append(timed(lambda r=r, name=name, floor=floor:
                                          floor(tmp / f"f{name}{r}")))
                 shutil.rmtree(tmp / f"f{name}{r}")
         medians = {name: statistics.median(t) for name, t in times.items()}
+        cri.close()
         return {"podkit": medians["podkit"], "raw": min(medians[n] for n in floors),
-                "floors": {n: medians[n] for n in floors}}
+                "floors": {n: medians[n] for n in floors}, "cri": medians["cri"]}
     finally:
         os.kill(proc.pid, signal.SIGTERM)
         proc.wait(10)
@@ -307,6 +350,9 @@ def main() -> int:
             "mirror": {**bench_mirror_pull(tmp, layout, args.rounds * 3), "target": 1.15,
                        "raw_name": "fetch + sha256"},
         }
+        mirror = results["mirror"]
+        results["cri pull"] = {"podkit": mirror.pop("cri"), "raw": mirror["raw"],
+                               "target": 1.15, "raw_name": "fetch + sha256"}
     print(f"image: 4 layers, {raw_size / 1e6:.1f} MB uncompressed, {gz_size / 1e6:.1f} MB gzip; "
           f"medians of {args.rounds} (unpack) and {args.rounds * 3} (pull) alternating rounds")
     print(f"{'operation':<10} {'podkit':>9} {'raw':>9} {'raw op':<16} {'ratio':>6} {'target':>7}")
