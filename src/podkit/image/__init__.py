@@ -42,6 +42,7 @@ from podkit.image.unpack import (
     unmount_rootfs,
     unpack,
 )
+from podkit.image.usage import DiskUsage
 
 __all__ = [
     "AuthFile",
@@ -50,6 +51,7 @@ __all__ = [
     "Credentials",
     "Descriptor",
     "DigestMismatchError",
+    "DiskUsage",
     "GCResult",
     "HostsConfigError",
     "Image",
