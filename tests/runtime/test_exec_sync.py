@@ -33,6 +33,7 @@ from support import require_binary, require_isolated
 
 from ._bundles import busybox_config
 from ._fds import fds_past, open_fds
+from ._slow import timeout_past_start
 
 pytestmark = pytest.mark.integration
 
@@ -151,9 +152,10 @@ def test_a_background_child_holding_the_pipes_does_not_hold_exec_sync(pod: Pod) 
 
 
 def test_timed_out_process_is_gone_when_exec_sync_raises(pod: Pod) -> None:
+    timeout = timeout_past_start(lambda: pod.exec_sync("true"))
     for attempt in range(20):
         with pytest.raises(RuntimeTimeoutError):
-            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], 0.5)
+            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], timeout)
         assert pod.tool_procs() == {}, f"attempt {attempt}: the exec'd sleep is still there"
         assert pod.runc.ps(pod.id) == [pod.init]
 
@@ -163,8 +165,9 @@ def test_timed_out_process_group_is_killed_too(pod: Pod) -> None:
     # reaped, its children are left as zombies of the container's init (a `sleep` here, which
     # never reaps: a pod's pause process would)
     script = f"/x/{pod.tool} sleep 100 & /x/{pod.tool} sleep 100 & /x/{pod.tool} sleep 100"
+    timeout = timeout_past_start(lambda: pod.exec_sync("true"))
     with pytest.raises(RuntimeTimeoutError):
-        pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sh", "-c", script], 0.5)
+        pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sh", "-c", script], timeout)
     procs = pod.tool_procs()
     assert sorted(procs.values()) == [("Z", pod.init)] * 2
 
@@ -184,12 +187,13 @@ def test_a_non_root_process_can_open_dev_stdout(pod: Pod) -> None:
 
 def test_no_descriptor_or_thread_left_and_descriptors_past_1024_work(pod: Pod) -> None:
     pod.exec_sync("true")  # first-use setup (the monitor thread, the runtime's scratch dir)
+    timeout = timeout_past_start(lambda: pod.exec_sync("true"))
     before = (open_fds(), threading.active_count())
     with fds_past():  # the output pipes and the pidfd get numbers above FD_SETSIZE
         for _ in range(3):
             res = pod.exec_sync("echo hi; echo ho >&2")
             assert (res.exit_code, res.stdout, res.stderr) == (0, b"hi\n", b"ho\n")
         with pytest.raises(RuntimeTimeoutError):
-            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], 0.5)
+            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], timeout)
         assert pod.tool_procs() == {}
     assert (open_fds(), threading.active_count()) == before

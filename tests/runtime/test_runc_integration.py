@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import _leaks
-from podkit import oci
+from podkit import cgroups, oci
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
 from podkit.oci.defaults import runc_spec
@@ -43,6 +43,8 @@ from podkit.runtime import (
 )
 from podkit.runtime.monitor import is_subreaper, set_subreaper
 from support import require_binary, require_isolated
+
+from ._slow import timeout_past_start
 
 pytestmark = pytest.mark.integration
 
@@ -228,8 +230,9 @@ def test_exec_sync_timeout_kills_the_process(
 ) -> None:
     cid = new_id()
     init = started(runtime, tmp_path, busybox_rootfs, cid, "sleep", "1000")
+    timeout = timeout_past_start(lambda: runtime.exec_sync(cid, ["true"], 30))
     with pytest.raises(RuntimeTimeoutError):
-        runtime.exec_sync(cid, ["sleep", "1000"], 0.5)
+        runtime.exec_sync(cid, ["sleep", "1000"], timeout)
     assert runtime.ps(cid) == [init]  # the exec'd sleep is gone, not leaked
 
 
@@ -257,8 +260,9 @@ def test_update_memory_and_pids(
         "memory": {"limit": 100 * 1024 * 1024}, "pids": {"limit": 50}}}}).linux
     assert res is not None and res.resources is not None
     runtime.update(cid, res.resources)
-    assert Path(f"{CG}/memory/{cid}/memory.limit_in_bytes").read_text().strip() == "104857600"
-    assert Path(f"{CG}/pids/{cid}/pids.max").read_text().strip() == "50"
+    sample = cgroups.stats(f"/{cid}")  # v1 files here, v2 files in the guest
+    assert sample.memory is not None and sample.memory.limit == 104857600
+    assert sample.pids is not None and sample.pids.limit == 50
 
 
 def test_stop_escalates_when_init_ignores_term(
@@ -294,18 +298,22 @@ def test_features_stats_events_top(
     cid = new_id()
     started(runtime, tmp_path, busybox_rootfs, cid, "sleep", "1000")
     assert runtime.version().name == runtime.binary
+    stats = runtime.stats(cid)  # from the cgroup (v1 here, v2 in the guest), runc and crun
+    assert stats.pids_current == 1 and stats.memory.usage.usage > 0 and stats.cpu.total > 0
+    assert stats.cgroup is not None and stats.cgroup.mode is cgroups.host().mode
+    top = runtime.top(cid)  # crun's ps prints PIDs only: the columns come from host ps
+    assert "PID" in top.headers and "CMD" in top.headers and len(top.processes) == 1
+    assert top.processes[0][top.headers.index("PID")] == str(runtime.ps(cid)[0])
     if runtime.binary == "runc":
         assert runtime.features().oci_version_max
-        stats = runtime.stats(cid)
-        assert stats.pids_current == 1 and stats.memory.usage.usage > 0
+        own = runtime.events_stats(cid)
+        assert own.pids_current == 1 and own.memory.usage.usage > 0
         events = runtime.events(cid, interval=0.1)
         first = next(events)
         events.close()
         assert first.type == "stats" and first.id == cid
-        top = runtime.top(cid)
-        assert "PID" in top.headers and len(top.processes) == 1
     else:
-        for call in (runtime.features, lambda: runtime.stats(cid), lambda: runtime.top(cid),
+        for call in (runtime.features, lambda: runtime.events_stats(cid),
                      lambda: next(runtime.events(cid, 0.1))):
             with pytest.raises(UnsupportedOperationError):
                 call()

@@ -113,7 +113,7 @@ def test_unknown_command_from_stderr(fake: Runc) -> None:
     with pytest.raises(UnsupportedOperationError, match="has no 'features' command"):
         fake.features()
     with pytest.raises(UnsupportedOperationError, match="unknown command events"):
-        fake.stats("known")
+        fake.events_stats("known")
 
 
 def test_list_null(fake: Runc) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from podkit.cgroups import CgroupStats
 from podkit.runtime.base import ExitStatus, RuntimeState
 from podkit.runtime.errors import OCIRuntimeError, UnsupportedOperationError
 from podkit.runtime.monitor import Subscription
@@ -123,13 +124,18 @@ class MemoryStats:
 
 @attrs.define(slots=True, kw_only=True)
 class Stats:
-    """``runc events --stats`` ``data``; sections podkit does not model stay in ``raw``."""
+    """``runc events --stats`` ``data``; sections podkit does not model stay in ``raw``.
+
+    ``Runc.stats`` fills it from the container's cgroup and keeps the whole sample (v1 or v2,
+    PSI, OOM counts) in ``cgroup``; ``Runc.events_stats`` is runc's own view.
+    """
 
     cpu: CpuStats = attrs.field(factory=CpuStats)
     memory: MemoryStats = attrs.field(factory=MemoryStats)
     pids_current: int = 0
     pids_limit: int = 0
     raw: dict[str, Any] = attrs.field(factory=dict)
+    cgroup: CgroupStats | None = None
 
 
 @attrs.define(slots=True, kw_only=True)

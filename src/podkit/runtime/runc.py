@@ -97,6 +97,7 @@ from podkit.runtime.stray_cgroups import (
     remove_stray_unified_dir,
     stray_dirs_possible,
 )
+from podkit.runtime.usage import cgroup_stats, host_top
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -312,22 +313,22 @@ class Runc:
         return parse_ps(res.stdout)
 
     def top(self, id: str, ps_args: Sequence[str] = ()) -> TopResults:
-        """``ps`` table of the container's processes (runc: host ``ps -ef`` columns).
-
-        ``ps_args`` replace runc's default ``-ef``. ``UnsupportedOperationError`` when the
-        runtime prints only PIDs (crun).
-        """
+        """Host ``ps`` rows (``ps_args``, default ``-ef``) of the container's processes: runc
+        prints them; for crun (``ps`` prints PIDs only) ``runtime.usage.host_top`` does."""
         _files.validate_id(id, "container ID")
         res = self._run(["ps", "--format", "table", id, *ps_args])
         top = parse_top(res.stdout.decode(errors="replace"))
         if top.headers == ["PID"]:
-            raise UnsupportedOperationError(
-                f"{self.name} ps prints only PIDs; top needs runc", self.command("ps", id)
-            )
+            return host_top(id, self.ps(id), ps_args)
         return top
 
     def stats(self, id: str) -> Stats:
-        """One stats sample (``events --stats``); ``UnsupportedOperationError`` on crun."""
+        """One sample from the container's cgroup (v1 or v2), the same for runc and crun."""
+        _files.validate_id(id, "container ID")
+        return cgroup_stats(self._cgroups.get(id), lambda: self.state(id))
+
+    def events_stats(self, id: str) -> Stats:
+        """runc's own view (``events --stats``); ``UnsupportedOperationError`` on crun."""
         _files.validate_id(id, "container ID")
         res = self._run(["events", "--stats", id])
         line = res.stdout.strip().splitlines()
