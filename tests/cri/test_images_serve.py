@@ -220,3 +220,20 @@ def test_cri_serve_with_a_registry_config_dir(started: Any, tmp_path: Path) -> N
         assert after.used_bytes.value < fs.used_bytes.value  # its blobs were collected
     finally:
         srv.stop()
+
+
+def test_cri_serve_refuses_a_bad_hosts_file_at_start(tmp_path: Path) -> None:
+    require_isolated()
+    bad = tmp_path / "certs.d" / "gcr.io"
+    bad.mkdir(parents=True)
+    (bad / "hosts.toml").write_text('[host."http://127.0.0.1:5000"]\n'
+                                    '  capabilities = ["pull", "fetch"]\n')
+    (tmp_path / "net.d").mkdir()
+    argv = [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket",
+            str(tmp_path / "cri.sock"), "--root", str(tmp_path / "root"), "--cni-conf-dir",
+            str(tmp_path / "net.d"), "--streaming-address", "", "--pause-image", PAUSE,
+            "--registry-config-dir", str(tmp_path / "certs.d")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert str(bad / "hosts.toml") in done.stderr and "unknown capability 'fetch'" in done.stderr
+    assert not (tmp_path / "root").exists()  # refused before any work
