@@ -242,3 +242,21 @@ def test_remove_image_a_container_uses(fake: FakeRegistry, make_rig: Any) -> Non
     _image.remove_rootfs(rig.store, "c1")
     rig.store.gc()
     assert not any((rig.store.root / "snapshots" / c[7:]).exists() for c in chains)
+
+
+@pytest.mark.parametrize(("server", "host", "scoped"), [
+    ("", "mirror.local:5000", True),  # no server_address: every host of the pull
+    ("https://index.docker.io/v1/", "registry-1.docker.io", True),  # kubelet's Docker Hub key
+    ("gcr.io", "gcr.io", True),
+    ("https://gcr.io", "mirror.local:5000", False),
+])
+def test_request_credentials_go_where_server_address_says(tmp_path: Path, server: str,
+                                                          host: str, scoped: bool) -> None:
+    from podkit.cri.service.pulls import Puller
+
+    from_file = Credentials("file-user", "file-pass")
+    puller = Puller(ImageStore(tmp_path), auth=lambda h: from_file)
+    mine = Credentials("kube", SECRET)
+    registry = puller._registry(mine, server)
+    assert registry is not puller._registry(None, "") and registry.hosts is puller.hosts
+    assert registry.transport.credentials(host) == (mine if scoped else from_file)
