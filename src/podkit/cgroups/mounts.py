@@ -15,6 +15,11 @@ import attrs
 __all__ = ["Hierarchy", "Mode", "Mount", "host"]
 
 MOUNTINFO = "/proc/self/mountinfo"
+# v1 controller names as they appear in a cgroup mount's options (the rest: xattr, noprefix,
+# name=..., release_agent=... are options, not controllers)
+V1_CONTROLLERS = frozenset({"blkio", "cpu", "cpuacct", "cpuset", "devices", "freezer", "hugetlb",
+                            "memory", "misc", "net_cls", "net_prio", "perf_event", "pids",
+                            "rdma"})
 
 
 class Mode(enum.Enum):
@@ -68,8 +73,7 @@ class Hierarchy:
             if rest[0] == "cgroup2":
                 unified = Mount(where, _unescape(fields[3]), frozenset())
             elif rest[0] == "cgroup":
-                names = frozenset(o for o in rest[2].split(",")
-                                  if o not in ("rw", "ro") and not o.startswith("name="))
+                names = frozenset(rest[2].split(",")) & V1_CONTROLLERS
                 mount = Mount(where, _unescape(fields[3]), names)
                 for name in names:
                     v1.setdefault(name, mount)

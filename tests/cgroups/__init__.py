@@ -1,0 +1,1 @@
+"""Recorded cgroup trees shared by the cgroup tests."""
