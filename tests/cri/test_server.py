@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 from cri.helpers import BUSYBOX, PAUSE, Harness, container_config, import_images, pod_config
+from podkit import cgroups
 from podkit.cri import api_pb2 as pb
 from podkit.runtime import read_cri_log
 
@@ -102,6 +103,12 @@ def test_kubelet_sequence(harness: Harness, tmp_path: Path) -> None:
     stats = h.rt.ContainerStats(pb.ContainerStatsRequest(container_id=cid)).stats
     assert stats.attributes.id == cid and stats.attributes.labels["tier"] == "web"
     assert stats.memory.working_set_bytes.value > 0
+    # every number the cgroup gives (v1 here, v2 in the guest), no zeros
+    assert stats.memory.usage_bytes.value >= stats.memory.working_set_bytes.value
+    assert stats.memory.rss_bytes.value > 0 and stats.memory.page_faults.value > 0
+    assert stats.cpu.usage_core_nano_seconds.value > 0
+    psi = cgroups.host().mode is cgroups.Mode.UNIFIED and Path("/proc/pressure").exists()
+    assert stats.cpu.HasField("psi") == stats.memory.HasField("psi") == psi
     assert stats.writable_layer.fs_id.mountpoint
     ls = h.rt.ListContainerStats(pb.ListContainerStatsRequest(
         filter=pb.ContainerStatsFilter(pod_sandbox_id=sid)))
@@ -114,6 +121,9 @@ def test_kubelet_sequence(harness: Harness, tmp_path: Path) -> None:
     pstats = h.rt.PodSandboxStats(pb.PodSandboxStatsRequest(pod_sandbox_id=sid)).stats
     assert pstats.attributes.id == sid
     assert pstats.linux.process.process_count.value >= 2
+    assert pstats.linux.cpu.usage_core_nano_seconds.value > 0
+    assert pstats.linux.memory.working_set_bytes.value > 0
+    assert pstats.linux.memory.usage_bytes.value >= pstats.linux.memory.working_set_bytes.value
     assert [c.attributes.id for c in pstats.linux.containers] == [cid]
     lps = h.rt.ListPodSandboxStats(pb.ListPodSandboxStatsRequest(
         filter=pb.PodSandboxStatsFilter(id=sid)))

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 import _leaks
+from podkit import cgroups as podkit_cgroups
 from podkit.pods.config import (
     ContainerConfig,
     ContainerMetadata,
@@ -100,12 +101,20 @@ def leftovers(base: Path, manager: SandboxManager, cgroups: Sequence[str] = ()) 
     for kind in ("sandboxes", "containers"):
         out += [f"record {p}" for p in (base / "state" / kind).glob("*.json")]
         out += [f"dir {p}" for p in (base / "root" / kind).glob("*")]
-    for path in cgroups:
-        for ctl in ("memory", "pids", "cpuacct"):
-            d = Path("/sys/fs/cgroup") / ctl / path.lstrip("/")
-            if d.exists():
+    for path in cgroups:  # v1: one dir per controller; v2: the one unified dir
+        loc = podkit_cgroups.locate(path)
+        for d in sorted({str(loc.controller_dir(c)) for c in ("memory", "pids", "cpuacct")
+                         if loc.controller_dir(c) is not None}):
+            if Path(d).exists():
                 out.append(f"cgroup {d}")
     return out
+
+
+def memory_limit(cgroups_path: str) -> int | None:
+    """The memory limit of a container's cgroup, read through ``podkit.cgroups`` (v1 or v2)."""
+    sample = podkit_cgroups.stats(cgroups_path)
+    assert sample.memory is not None, f"no memory controller for {cgroups_path}"
+    return sample.memory.limit
 
 
 def ensure_bridge() -> Iterator[None]:

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
-from podkit.cgroups import cgroup_dir
+from podkit.cgroups import Hierarchy, cgroup_dir
 from podkit.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -310,8 +310,11 @@ def test_quantities_and_cgroup_dirs() -> None:
     assert quantity("512", "x") == 512
     with pytest.raises(InvalidArgumentError, match="'ten' is not a quantity"):
         quantity("ten", "annotation kubernetes.io/ingress-bandwidth")
-    assert cgroup_dir("memory", "/podkit/abc") == Path("/sys/fs/cgroup/memory/podkit/abc")
-    assert cgroup_dir("pids", "kubepods-burst.slice:cri-podkit:abc") == Path(
+    v1 = Hierarchy.parse("".join(  # a v1 host's mounts, whatever this host runs
+        f"{i} 1 0:{i} / /sys/fs/cgroup/{c} rw - cgroup cgroup rw,{c}\n"
+        for i, c in enumerate(("memory", "pids"))))
+    assert cgroup_dir("memory", "/podkit/abc", v1) == Path("/sys/fs/cgroup/memory/podkit/abc")
+    assert cgroup_dir("pids", "kubepods-burst.slice:cri-podkit:abc", v1) == Path(
         "/sys/fs/cgroup/pids/kubepods.slice/kubepods-burst.slice/cri-podkit-abc.scope")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from podkit import cdi
+from podkit import cdi, cgroups
 from podkit.pods.config import (
     Capability,
     KeyValue,
@@ -24,8 +24,9 @@ from podkit.pods.config import (
     NamespaceMode,
     NamespaceOption,
 )
-from podkit.runtime import InProcessSupervisor, Runc, read_cri_log
+from podkit.runtime import InProcessSupervisor, Runc, Supervisor, read_cri_log
 from podkit.sandbox import ContainerState, SandboxManager
+from support import require_binary
 
 from ._pods import (
     ctr_config,
@@ -33,6 +34,7 @@ from ._pods import (
     leftovers,
     make_manager,
     managed,
+    memory_limit,
     pod_config,
     snapshot,
 )
@@ -88,12 +90,15 @@ def test_security_resources_and_devices_seen_from_inside(
         "pk-pod-sec"], res.stderr
 
     c = mgr.container_status(cid)
-    mem = Path("/sys/fs/cgroup/memory") / c.cgroups_path.lstrip("/")
-    cpu = Path("/sys/fs/cgroup/cpu") / c.cgroups_path.lstrip("/")
-    assert (mem / "memory.limit_in_bytes").read_text().strip() == str(64 << 20)
-    assert (cpu / "cpu.shares").read_text().strip() == "512"
+    assert memory_limit(c.cgroups_path) == 64 << 20  # v1 here, v2 in the guest
+    if cgroups.host().mode is cgroups.Mode.UNIFIED:  # runc's shares -> weight conversion
+        weight = cgroups.cgroup_dir("cpu", c.cgroups_path) / "cpu.weight"
+        assert weight.read_text().strip() == str(1 + (512 - 2) * 9999 // 262142)
+    else:
+        cpu = cgroups.cgroup_dir("cpu", c.cgroups_path)
+        assert (cpu / "cpu.shares").read_text().strip() == "512"
     mgr.update_container_resources(cid, LinuxContainerResources(memory_limit_in_bytes=96 << 20))
-    assert (mem / "memory.limit_in_bytes").read_text().strip() == str(96 << 20)
+    assert memory_limit(c.cgroups_path) == 96 << 20
     assert mgr.container_status(cid).config.linux.resources == LinuxContainerResources(
         memory_limit_in_bytes=96 << 20)
 
@@ -191,3 +196,53 @@ def test_attach_to_stdin_and_tty(mgr: SandboxManager, rootfs: Path) -> None:
     while (out := mgr.exec_sync(term, size, timeout=10).stdout) != b"33 99\n":
         assert time.monotonic() < deadline, out
         time.sleep(0.05)
+
+
+# a shell that doubles a string until the memory limit's OOM killer ends it
+GROW = "a=0123456789abcdef; while true; do a=$a$a; done"
+
+
+@pytest.mark.parametrize(("binary", "in_process"), [
+    ("runc", False), ("crun", False), ("runc", True)])
+def test_oom_killed_reason(bridge: None, rootfs: Path, tmp_path: Path, binary: str,
+                           in_process: bool) -> None:
+    # conmon notes an OOM kill itself; the in-process supervisor relies on the cgroup's count
+    # (v1 memory.oom_control, v2 memory.events oom_kill): both must say OOMKilled
+    require_binary(binary)
+    before = snapshot()
+    base = tmp_path / "m"
+    runc = Runc(binary, root=base / "runc")
+    sup: dict[str, Supervisor] = {"supervisor": InProcessSupervisor(runc)} if in_process else {}
+    m = make_manager(base, rootfs, binary=binary, **sup)
+    if in_process:
+        m.runtime = runc
+    paths: list[str] = []
+    try:
+        sb = m.run_sandbox(pod_config(log_directory=str(tmp_path / "logs")))
+        cid = m.create_container(sb.id, ctr_config(
+            rootfs, "hog", ["sh", "-c", GROW], log_path="hog.log",
+            linux=LinuxContainerConfig(
+                security_context=_sc(),
+                resources=LinuxContainerResources(memory_limit_in_bytes=16 << 20))))
+        c = m.container_status(cid)
+        paths = [sb.cgroups_path, c.cgroups_path]
+        m.start_container(cid)
+        assert memory_limit(c.cgroups_path) == 16 << 20  # the cgroup stays until removal
+        deadline = time.monotonic() + 60
+        while m.container_status(cid).state != ContainerState.CONTAINER_EXITED:
+            assert time.monotonic() < deadline, "the memory hog was never OOM-killed"
+            time.sleep(0.1)
+        c = m.container_status(cid)
+        assert (c.exit_code, c.reason) == (137, "OOMKilled")
+        assert cgroups.oom_kills(c.cgroups_path) == 1
+        other = m.create_container(sb.id, ctr_config(rootfs, "fine", ["sh", "-c", "exit 0"]))
+        m.start_container(other)
+        while m.container_status(other).state != ContainerState.CONTAINER_EXITED:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert m.container_status(other).reason == "Completed"  # no OOM: not OOMKilled
+    finally:
+        m.remove_all()
+        m.close()
+    assert leftovers(base, m, paths) == []
+    assert leaked(before) == []

@@ -116,6 +116,8 @@ def test_pod_network_sandbox_and_containers_share_namespaces(
 
     stats = mgr.container_stats(own)
     assert stats.process_count == 1 and stats.memory_usage_bytes > 0
+    assert stats.cpu_usage_core_nano_seconds > 0 and stats.memory_working_set_bytes > 0
+    assert stats.memory_rss_bytes > 0 and stats.memory_page_faults > 0
     pod_stats = mgr.sandbox_stats(sb.id)
     assert pod_stats.process_count >= 3 and len(pod_stats.containers) == 3
 

@@ -87,7 +87,7 @@ class CgroupStats:
 def read_stats(loc: Location) -> CgroupStats:
     """Sample the cgroup at ``loc``; ``NotFoundError`` when its directories are gone."""
     if not loc.exists():
-        where = loc.unified if loc.mode is Mode.UNIFIED else sorted(map(str, loc.v1.values()))
+        where = loc.controller_dir("memory") or loc.unified or next(iter(loc.v1.values()), "")
         raise NotFoundError(f"cgroup {where} does not exist")
     if loc.mode is Mode.UNIFIED:
         assert loc.unified is not None
