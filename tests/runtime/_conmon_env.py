@@ -75,7 +75,8 @@ class Env:
             if unified.is_dir() and not (unified / "cgroup.controllers").exists():
                 # a bare tmpfs inside scripts/isolated; crun writes <id>/cgroup.procs there
                 shutil.rmtree(unified / cid, ignore_errors=True)
-            left = [p for p in Path("/sys/fs/cgroup").glob(f"*/{cid}") if p.exists()]
+            root = Path("/sys/fs/cgroup")  # v1: a dir per controller; v2: the one at the top
+            left = [p for p in [*root.glob(f"*/{cid}"), root / cid] if p.exists()]
             if left:
                 problems.append(f"cgroups left: {left}")
         return problems

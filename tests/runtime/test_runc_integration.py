@@ -85,7 +85,7 @@ def new_id(runtime: Runc) -> Iterator[Any]:
     yield make
     for cid in made:
         runtime.delete(cid, force=True)
-        left = glob.glob(f"{CG}/*/{cid}")
+        left = glob.glob(f"{CG}/*/{cid}") + glob.glob(f"{CG}/{cid}")  # v1 dirs; the v2 one
         assert left == [], f"cgroup dirs left behind: {left}"
 
 
