@@ -59,6 +59,7 @@ def test_modes_from_mountinfo(tmp_path: Path) -> None:
     assert unified.unified.mountpoint == tmp_path / "sys/fs/cgroup"
 
 
+@pytest.mark.integration  # so the cgroup-v2 guest lane (-m integration) checks its own host
 def test_host_is_read_once_and_matches_this_machine() -> None:
     assert cgroups.host() is cgroups.host()
     assert cgroups.host().mode in (Mode.V1, Mode.HYBRID, Mode.UNIFIED)
