@@ -74,7 +74,8 @@ clean:
 # qemu-system-x86 when missing; scripts/vm setup fetches the kernel .deb into .vm/.
 # CGROUPV2_VM_ARGS=--systemd boots the host's systemd as PID 1 instead of a shell.
 CGROUPV2_VM_ARGS ?=
-CGROUPV2_TESTS ?= tests/runtime
+CGROUPV2_TESTS ?= tests/test_cgroups.py tests/runtime tests/sandbox/test_manager_integration.py \
+	tests/sandbox/test_manager_containers.py tests/cri/test_server.py
 CGROUPV2_PYTEST_ARGS ?= -q -m integration --tb=line -rfE
 .PHONY: test-cgroupv2
 test-cgroupv2: venv system-deps

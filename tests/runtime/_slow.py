@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 FLOOR = 0.5  # the timeout these tests used on this machine kind
 FACTOR = 4.0  # margin over one measured exec start
@@ -16,3 +19,17 @@ def timeout_past_start(run_true: Callable[[], object]) -> float:
     start = time.monotonic()
     run_true()
     return max(FLOOR, FACTOR * (time.monotonic() - start))
+
+
+def settled(probe: Callable[[], T], seconds: float = 5.0, step: float = 0.1) -> T:
+    """``probe()`` once two samples ``step`` s apart agree (closes and thread exits of the work
+    just done have landed; the slow guest lags behind), or the last sample after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    last = probe()
+    while time.monotonic() < deadline:
+        time.sleep(step)
+        now = probe()
+        if now == last:
+            return now
+        last = now
+    return last
