@@ -24,6 +24,7 @@ Usage: ``scripts/isolated .venv/bin/python benchmarks/bench_image.py [--rounds N
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import importlib
@@ -41,7 +42,7 @@ import tarfile
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,11 +145,13 @@ def _free_port() -> int:
         return port
 
 
-def bench_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def _registry(tmp: Path, name: str) -> Iterator[int]:
+    """A docker-registry on 127.0.0.1 storing under ``tmp/name``; its port while it runs."""
     port = _free_port()
-    cfg = tmp / "registry.yml"
+    cfg = tmp / f"{name}.yml"
     cfg.write_text(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-                   f"storage:\n  filesystem:\n    rootdirectory: {tmp / 'registry'}\n"
+                   f"storage:\n  filesystem:\n    rootdirectory: {tmp / name}\n"
                    f"http:\n  addr: 127.0.0.1:{port}\n")
     proc = subprocess.Popen(["docker-registry", "serve", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
@@ -159,6 +162,14 @@ def bench_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
                 break
             except OSError:
                 time.sleep(0.05)
+        yield port
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(10)
+
+
+def bench_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
+    with _registry(tmp, "registry") as port:
         ref = f"127.0.0.1:{port}/bench/pull:v1"
         src = ImageStore(tmp / "src")
         [image] = import_image(src, layout, ref)
@@ -188,9 +199,6 @@ def bench_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
             shutil.rmtree(tmp / f"pull{r}")
             shutil.rmtree(tmp / f"plain{r}")
         return {"podkit": statistics.median(podkit_t), "raw": statistics.median(raw_t)}
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(10)
 
 
 def _sha_to(dest: Path, digest: str, chunks: Any) -> None:
@@ -278,20 +286,7 @@ class _CRIPuller:
 
 def bench_mirror_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
     """gcr.io/bench/pull:v1 through hosts.toml to the local registry vs. the floors."""
-    port = _free_port()
-    cfg = tmp / "mirror.yml"
-    cfg.write_text(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-                   f"storage:\n  filesystem:\n    rootdirectory: {tmp / 'mirror'}\n"
-                   f"http:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen(["docker-registry", "serve", str(cfg)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    with _registry(tmp, "mirror") as port:
         local = f"127.0.0.1:{port}/bench/pull:v1"
         src = ImageStore(tmp / "mirror-src")
         [image] = import_image(src, layout, local)
@@ -327,9 +322,6 @@ def bench_mirror_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
         cri.close()
         return {"podkit": medians["podkit"], "raw": min(medians[n] for n in floors),
                 "floors": {n: medians[n] for n in floors}, "cri": medians["cri"]}
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(10)
 
 
 def main() -> int:
