@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,6 @@ from image.certs import bcrypt_htpasswd
 from image.registries import (
     mirror_hosts,
     push_image,
-    start_registry,
-    stop_registry,
     tiny_image,
 )
 from podkit.cri import api_pb2 as pb
@@ -36,24 +33,6 @@ pytestmark = pytest.mark.integration
 SECRET = "Htp4sswd-s3cret"
 PAUSE = "registry.k8s.io/pause/pause:3.9"
 APP = "gcr.io/podkit-test/app:v1"
-
-
-@pytest.fixture
-def started(tmp_path: Path) -> Iterator[Any]:
-    """``start(name, **kw) -> host``: docker-registry processes stopped after the test."""
-    require_isolated()
-    procs = []
-
-    def start(name: str, **kwargs: Any) -> str:
-        d = tmp_path / name
-        d.mkdir()
-        proc, host = start_registry(d, **kwargs)
-        procs.append(proc)
-        return host
-
-    yield start
-    for proc in procs:
-        stop_registry(proc)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from image.imagebuild import BuiltImage, build_image, sample_layers
-from image.registries import FakeRegistry, registry  # noqa: F401 - registry: the fixture
+from image.registries import FakeRegistry, registry, started  # noqa: F401 - fixtures
 from podkit.image import ImageStore
 from support import require_isolated
 

@@ -310,3 +310,23 @@ def mirror_hosts(root: Path, mirror: str, registries: tuple[str, ...] = ("gcr.io
             f'server = "http://{mirror}"\n'
             f'[host."http://{mirror}"]\n  capabilities = ["pull", "resolve"]\n')
     return root
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[Any]:
+    """``start(name, **kw) -> host``: docker-registry processes stopped after the test."""
+    require_isolated()
+    procs = []
+
+    def start(name: str, **kwargs: Any) -> str:
+        d = tmp_path / name
+        d.mkdir()
+        proc, host = start_registry(d, **kwargs)
+        procs.append(proc)
+        return host
+
+    try:
+        yield start
+    finally:
+        for proc in procs:
+            stop_registry(proc)

@@ -12,7 +12,6 @@ import io
 import json
 import socket
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 
 from image.certs import Pki, bcrypt_htpasswd, make_pki
 from image.imagebuild import BuiltImage, write_layout
-from image.registries import free_port, start_registry, stop_registry
+from image.registries import free_port
 from podkit.cli import main
 from podkit.image import (
     AuthFile,
@@ -34,7 +33,6 @@ from podkit.image import (
     RegistryHosts,
     import_image,
 )
-from support import require_isolated
 
 pytestmark = pytest.mark.integration
 
@@ -59,26 +57,6 @@ def connections(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
     monkeypatch.setattr(socket, "create_connection", record)
     return seen
-
-
-@pytest.fixture
-def started(tmp_path: Path) -> Iterator[Any]:
-    """``start(name, **kw) -> host``: docker-registry processes stopped after the test."""
-    require_isolated()
-    procs = []
-
-    def start(name: str, **kwargs: Any) -> str:
-        d = tmp_path / name
-        d.mkdir()
-        proc, host = start_registry(d, **kwargs)
-        procs.append(proc)
-        return host
-
-    try:
-        yield start
-    finally:
-        for proc in procs:
-            stop_registry(proc)
 
 
 def _hosts(root: Path, files: dict[str, str]) -> RegistryHosts:
