@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -138,3 +141,28 @@ def read_json(path: Path) -> Any:
 def copy_tree(src: Path, dest: Path) -> Path:
     shutil.copytree(src, dest, symlinks=True)
     return dest
+
+
+def start_cri_serve(sock: Path, *args: str) -> tuple[subprocess.Popen[str], Any]:
+    """``podkit cri serve --socket sock *args`` as a child process, and a ready gRPC channel."""
+    import grpc
+
+    argv = [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(sock), *args]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    channel = grpc.insecure_channel(f"unix://{sock}")
+    try:
+        grpc.channel_ready_future(channel).result(timeout=60)
+    except grpc.FutureTimeoutError:
+        proc.kill()
+        raise AssertionError(f"server did not come up: {proc.communicate()[1]}") from None
+    return proc, channel
+
+
+def stop_cri_serve(proc: subprocess.Popen[str], channel: Any) -> str:
+    """Close the channel, SIGTERM the server if it still runs, check it exits 0; its stderr."""
+    channel.close()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return err

@@ -6,7 +6,6 @@ server's pinned pause image, ImageFsInfo against ``du`` and concurrent identical
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cri.helpers import start_cri_serve, stop_cri_serve
 from image.certs import bcrypt_htpasswd
 from image.registries import (
     mirror_hosts,
@@ -140,26 +140,14 @@ class _Serve:
 
         (tmp / "net.d").mkdir()
         sock = tmp / "cri.sock"
-        argv = [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(sock),
-                "--root", str(root), "--cni-conf-dir", str(tmp / "net.d"),
-                "--streaming-address", "", "--pause-image", PAUSE,
-                "--registry-config-dir", str(hosts), "--authfile", str(tmp / "auth.json")]
-        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-        self.channel = grpc.insecure_channel(f"unix://{sock}")
-        try:
-            grpc.channel_ready_future(self.channel).result(timeout=60)
-        except grpc.FutureTimeoutError:
-            self.proc.kill()
-            raise AssertionError(f"server did not come up: {self.proc.communicate()[1]}") \
-                from None
+        self.proc, self.channel = start_cri_serve(
+            sock, "--root", str(root), "--cni-conf-dir", str(tmp / "net.d"),
+            "--streaming-address", "", "--pause-image", PAUSE,
+            "--registry-config-dir", str(hosts), "--authfile", str(tmp / "auth.json"))
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)
 
     def stop(self) -> None:
-        self.channel.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=60)
-        assert self.proc.returncode == 0, err
+        stop_cri_serve(self.proc, self.channel)
 
 
 def _du(store: ImageStore, *flags: str) -> int:

@@ -18,6 +18,7 @@ import attrs
 import pytest
 
 import _leaks
+from cri.helpers import start_cri_serve, stop_cri_serve
 from image.imagebuild import Layer, build_image, write_layout
 from podkit.container import ContainerConfigError
 from podkit.errors import NotFoundError
@@ -452,21 +453,11 @@ class _Serve:
     """``podkit cri serve`` as a child process, with a RuntimeService stub."""
 
     def __init__(self, root: Path, conf_dir: Path, sock: Path) -> None:
-        import grpc
-
         from podkit.cri import api_pb2_grpc
 
-        argv = [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(sock),
-                "--root", str(root), "--cni-conf-dir", str(conf_dir), "--cni-bin-dir",
-                "/usr/lib/cni", "--runtime", "runc", "--pause-image", PAUSE]
-        self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
-        self.channel = grpc.insecure_channel(f"unix://{sock}")
-        try:
-            grpc.channel_ready_future(self.channel).result(timeout=60)
-        except grpc.FutureTimeoutError:
-            self.proc.kill()
-            raise AssertionError(f"server did not come up: {self.proc.communicate()[1]}") \
-                from None
+        self.proc, self.channel = start_cri_serve(
+            sock, "--root", str(root), "--cni-conf-dir", str(conf_dir), "--cni-bin-dir",
+            "/usr/lib/cni", "--runtime", "runc", "--pause-image", PAUSE)
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
 
     def run_pod(self) -> str:
@@ -484,11 +475,7 @@ class _Serve:
         self.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=id))
 
     def stop(self) -> str:
-        self.channel.close()
-        self.proc.send_signal(signal.SIGTERM)
-        _, err = self.proc.communicate(timeout=60)
-        assert self.proc.returncode == 0, err
-        return err
+        return stop_cri_serve(self.proc, self.channel)
 
 
 @pytest.mark.integration
