@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import enum
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,25 +40,20 @@ from podkit.container import (
     MountPropagation,
     SupplementalGroupsPolicy,
 )
-from podkit.errors import InvalidArgumentError, NotFoundError
-from podkit.image import ImageStore
-from podkit.runtime import Runc, read_cri_log
+from podkit.errors import InvalidArgumentError
 from podkit.sandbox import (
-    Container,
     ContainerFilter,
     NamespaceMode,
-    PauseConfig,
     ProfileType,
     Protocol,
-    Sandbox,
     SandboxConfig,
-    SandboxManager,
-    default_networks,
 )
 
-DEFAULT_ROOT = "/var/lib/podkit/pods"
-DEFAULT_STATE = "/run/podkit/pods"
-DEFAULT_IMAGE_ROOT = "/var/lib/podkit"
+from . import pod_io
+from .podctx import DEFAULT_IMAGE_ROOT, DEFAULT_ROOT, DEFAULT_STATE, add_common, find_pod, manager
+
+__all__ = ["DEFAULT_IMAGE_ROOT", "DEFAULT_ROOT", "DEFAULT_STATE", "PodFile", "load_pod_file",
+           "register"]
 
 
 @attrs.frozen(kw_only=True)
@@ -126,16 +120,6 @@ def load_pod_file(path: str | Path) -> PodFile:
                    pause_image=str(pause.get("image", "")))
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default=DEFAULT_ROOT, help="pod files and bundles")
-    p.add_argument("--state", default=DEFAULT_STATE, help="records, conmon and runtime state")
-    p.add_argument("--runtime", default="runc", help="OCI runtime binary (runc, crun)")
-    p.add_argument("--pause-rootfs", default="", help="rootfs with a sleep program (busybox)")
-    p.add_argument("--image-root", default=DEFAULT_IMAGE_ROOT,
-                   help=f"image store for image references (default {DEFAULT_IMAGE_ROOT}, "
-                   "as for podkit image --root)")
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``pod`` group."""
     group = subparsers.add_parser("pod", help="run pods (sandbox + containers) from YAML")
@@ -146,71 +130,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("file", help="pod YAML (sandbox, containers, pause)")
     run.add_argument("--no-pause", action="store_true",
                      help="infra-less pod: IPC/UTS pinned by bind mounts, no pause container")
-    _common(run)
+    add_common(run)
     run.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list pods and their containers")
-    _common(ls)
+    add_common(ls)
     ls.set_defaults(func=cmd_ls)
 
     for name, func, text in (("stop", cmd_stop, "stop a pod (its containers, pause, network)"),
                              ("rm", cmd_rm, "remove a pod (stopping it first)")):
         p = sub.add_parser(name, help=text)
         p.add_argument("pod", nargs="+", help="pod ID (or a unique prefix) or name")
-        _common(p)
+        add_common(p)
         p.set_defaults(func=func)
 
-    ex = sub.add_parser("exec", help="run a command in a container and print its output")
-    ex.add_argument("pod", help="pod ID prefix or name")
-    ex.add_argument("container", help="container name")
-    ex.add_argument("cmd", nargs=argparse.REMAINDER, help="command (after --)")
-    ex.add_argument("--timeout", type=float, default=None)
-    _common(ex)
-    ex.set_defaults(func=cmd_exec)
+    pod_io.register(sub)
 
-    logs = sub.add_parser("logs", help="print a container's CRI log")
-    logs.add_argument("pod", help="pod ID prefix or name")
-    logs.add_argument("container", help="container name")
-    _common(logs)
-    logs.set_defaults(func=cmd_logs)
-
-
-def _image_store(args: argparse.Namespace, needed: bool) -> ImageStore | None:
-    """The store under ``--image-root`` when the pod needs it or it exists (removals need the
-    store that holds their containers' rootfs); ``None`` otherwise (nothing is created)."""
-    if needed or (Path(args.image_root) / "image").is_dir():
-        return ImageStore(args.image_root)
-    return None
-
-
-def _manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: str = "",
-             infraless: bool = False, images_needed: bool = False) -> SandboxManager:
-    state = Path(args.state)
-    # commands other than run never start a pause: "/" stands in for its rootfs
-    pause = None if infraless else PauseConfig(
-        rootfs="" if pause_image else (pause_rootfs or args.pause_rootfs or "/"),
-        image=pause_image)
-    mgr = SandboxManager(args.root, state, Runc(args.runtime, root=state / "runc"),
-                         default_networks(state), pause=pause,
-                         images=_image_store(args, images_needed or bool(pause_image)))
-    mgr.recover()
-    return mgr
-
-
-def _find_pod(mgr: SandboxManager, ref: str) -> Sandbox:
-    pods = mgr.list_sandboxes()
-    hits = [s for s in pods if s.config.metadata.name == ref] or \
-        [s for s in pods if s.id.startswith(ref)]
-    if len(hits) != 1:
-        raise NotFoundError(f"pod {ref!r}: " + ("not found" if not hits else "ambiguous"))
-    return hits[0]
-
-
-def _find_container(mgr: SandboxManager, pod: Sandbox, name: str) -> Container:
-    for c in mgr.list_containers(ContainerFilter(pod_sandbox_id=pod.id)):
-        if c.config.metadata.name == name or c.id.startswith(name):
-            return c
-    raise NotFoundError(f"pod {pod.config.metadata.name!r} has no container {name!r}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -223,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{args.file}: no pause rootfs (pause.rootfs, pause.image, --pause-rootfs or "
             "--no-pause)")
     needed = any(not c.image.startswith("/") for c in pod.containers)
-    with _manager(args, pause, pause_image=image, infraless=args.no_pause,
+    with manager(args, pause, pause_image=image, infraless=args.no_pause,
                   images_needed=needed) as mgr:
         sb = mgr.run_sandbox(pod.sandbox)
         try:
@@ -243,7 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """A table of pods, each followed by its containers."""
-    with _manager(args) as mgr:
+    with manager(args) as mgr:
         rows = [("POD ID", "NAME", "STATE", "IP", "CONTAINER", "STATE", "EXIT")]
         for sb in mgr.list_sandboxes():
             rows.append((sb.id[:12], sb.config.metadata.name, sb.state.name.removeprefix(
@@ -260,41 +195,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_stop(args: argparse.Namespace) -> int:
     """Stop pods."""
-    with _manager(args) as mgr:
+    with manager(args) as mgr:
         for ref in args.pod:
-            mgr.stop_sandbox(_find_pod(mgr, ref).id)
+            mgr.stop_sandbox(find_pod(mgr, ref).id)
     return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
     """Remove pods."""
-    with _manager(args) as mgr:
+    with manager(args) as mgr:
         for ref in args.pod:
-            mgr.remove_sandbox(_find_pod(mgr, ref).id)
-    return 0
-
-
-def cmd_exec(args: argparse.Namespace) -> int:
-    """exec_sync; the command's output and exit code."""
-    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-    if not cmd:
-        raise InvalidArgumentError("exec: no command given (podkit pod exec POD CTR -- cmd ...)")
-    with _manager(args) as mgr:
-        c = _find_container(mgr, _find_pod(mgr, args.pod), args.container)
-        res = mgr.exec_sync(c.id, cmd, args.timeout)
-    sys.stdout.buffer.write(res.stdout)
-    sys.stderr.buffer.write(res.stderr)
-    return res.exit_code
-
-
-def cmd_logs(args: argparse.Namespace) -> int:
-    """Print the container's log lines (stdout to stdout, stderr to stderr)."""
-    with _manager(args) as mgr:
-        c = _find_container(mgr, _find_pod(mgr, args.pod), args.container)
-        path = mgr.container_log_file(c.id)
-    if not Path(path).exists():
-        return 0
-    for line in read_cri_log(path):
-        out = sys.stdout if line.stream == "stdout" else sys.stderr
-        out.buffer.write(line.content + (b"\n" if line.complete else b""))
+            mgr.remove_sandbox(find_pod(mgr, ref).id)
     return 0
