@@ -3,7 +3,9 @@
 The one home of cgroup reading, so the manager, the CRI server and the runtime adapter share
 it. ``mounts`` detects v1 / hybrid / unified (v2) from the mount table, ``paths`` finds a
 cgroup from a ``linux.cgroupsPath`` (cgroupfs or systemd form) or a pid, ``stats`` reads CPU,
-memory, pids and PSI in one shape for both versions, ``files`` the file formats.
+memory, pids and PSI in one shape for both versions, ``files`` the file formats; ``driver``
+the cgroup drivers (cgroupfs, systemd: the host's default, cgroups paths, kubelet's parents),
+``cleanup`` what a deleted container may leave (a systemd scope, an empty directory).
 """
 
 from __future__ import annotations
@@ -12,6 +14,23 @@ from pathlib import Path
 
 import attrs
 
+from podkit.cgroups.cleanup import remove_leftovers
+from podkit.cgroups.driver import (
+    DEFAULT_CGROUPFS_PARENT,
+    DEFAULT_SYSTEMD_PARENT,
+    SCOPE_PREFIX,
+    Driver,
+    cgroups_path_for,
+    default_driver,
+    detect_driver,
+    parent_for,
+    parse_driver,
+    resolve_driver,
+    scope_unit,
+    slice_name,
+    slice_path,
+    systemd_running,
+)
 from podkit.cgroups.files import CgroupFileError, PsiData, PsiStats
 from podkit.cgroups.mounts import Hierarchy, Mode, Mount, host
 from podkit.cgroups.paths import (
@@ -33,10 +52,14 @@ from podkit.cgroups.stats import (
 from podkit.errors import NotFoundError
 
 __all__ = [
+    "DEFAULT_CGROUPFS_PARENT",
+    "DEFAULT_SYSTEMD_PARENT",
+    "SCOPE_PREFIX",
     "CgroupFileError",
     "CgroupStats",
     "CgroupUsage",
     "CpuStats",
+    "Driver",
     "Hierarchy",
     "Location",
     "MemoryStats",
@@ -49,14 +72,25 @@ __all__ = [
     "cgroup_dir",
     "cgroup_of_path",
     "cgroup_of_pid",
+    "cgroups_path_for",
+    "default_driver",
+    "detect_driver",
     "host",
     "locate",
     "locate_pid",
     "oom_kills",
+    "parent_for",
+    "parse_driver",
     "read_stats",
+    "remove_leftovers",
+    "resolve_driver",
+    "scope_unit",
+    "slice_name",
+    "slice_path",
     "stats",
     "stats_of_pid",
     "systemd_path",
+    "systemd_running",
     "usage",
 ]
 
