@@ -1,38 +1,150 @@
-"""The ``podkit`` command: one sub-command group per layer."""
+"""The ``podkit`` command: one sub-command group per layer.
+
+Exit codes: docs/cli.md and ``podkit._cli.exits.ExitCode``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from podkit._cli.dirs import add_dir_options
+from podkit._cli.exits import ExitCode, exit_code_for
+from podkit._cli.messages import error_line, log_to, needs_root_line
+
+__all__ = ["build_parser", "main", "split_dashdash"]
 
 # Modules under podkit._cli that define ``register(subparsers)``; each adds its own group.
 _GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Options and positionals may be intermixed (``pod rm a --force b``) in every command
+    without sub-commands or a REMAINDER positional (argparse refuses intermixing there)."""
+
+    _intermixing = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        plain = self._intermixing or any(
+            a.nargs in (argparse.PARSER, argparse.REMAINDER)
+            for a in self._get_positional_actions())
+        if plain:
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
+def split_dashdash(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """``argv`` before the first ``--`` and the words after it (``None``: no ``--``)."""
+    words = list(argv)
+    if "--" not in words:
+        return words, None
+    i = words.index("--")
+    return words[:i], words[i + 1:]
+
+
+def _leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every parser under ``parser`` that has no sub-commands of its own."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):  # aliases share a parser
+            yield from _leaves(child)
+
+
+def _add_global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """``--debug``, ``--root`` and ``--state``, given before or after the command words (a
+    command with its own ``--root``, such as ``cri serve``, keeps it)."""
+    have = set(p._option_string_actions)
+    if "--debug" not in have:
+        p.add_argument("--debug", action="store_true",
+                       default=False if top else argparse.SUPPRESS,
+                       help="full error messages, command lines and stacks; debug logs")
+    if "--root" not in have and "--state" not in have:
+        add_dir_options(p)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every layer's sub-commands registered."""
-    parser = argparse.ArgumentParser(prog="podkit", description=__doc__)
+    parser = _Parser(prog="podkit", description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_global_options(parser, top=True)
     sub = parser.add_subparsers(dest="group", metavar="COMMAND")
     sub.required = True
     for name in _GROUPS:
         importlib.import_module(f"podkit._cli.{name}").register(sub)
+    for leaf in _leaves(parser):
+        _add_global_options(leaf, top=False)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
-    from podkit.errors import PodkitError
-
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        rc: int = args.func(args)
-    except PodkitError as e:
-        print(f"podkit: {e}", file=sys.stderr)
-        return 1
+def _run(args: argparse.Namespace) -> int:
+    """Check root for commands that need it, then run the command."""
+    what = getattr(args, "needs_root", "")
+    if what and os.geteuid() != 0:
+        print(needs_root_line(what), file=sys.stderr)
+        return ExitCode.PERMISSION
+    rc: int = args.func(args)
+    sys.stdout.flush()  # a closed pipe shows here, not at exit
     return rc
+
+
+def _quiet_stdout() -> None:
+    """After the reader of stdout went away: later writes (and the flush at exit) go nowhere."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (tests): nothing flushes to a pipe then
+        pass
+    finally:
+        os.close(devnull)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code.
+
+    Words after the first ``--`` are never parsed as options: a command reads them from
+    ``args.command_after_dashdash`` (a list; ``None`` when there was no ``--``), e.g.
+    ``podkit pod exec POD CTR --timeout 5 -- sh -c 'exit 3'``.
+    """
+    before, after = split_dashdash(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(before)
+    except SystemExit as e:  # argparse: --help (0) or a usage error (2)
+        return int(e.code or 0) if isinstance(e.code, int) else ExitCode.USAGE
+    args.command_after_dashdash = after
+    _legacy_remainder(args, after)
+    debug = bool(getattr(args, "debug", False))
+    with log_to(sys.stderr, debug=debug):
+        try:
+            return _run(args)
+        except BrokenPipeError:
+            _quiet_stdout()
+            return ExitCode.OK
+        except (Exception, KeyboardInterrupt) as e:  # every failure is one line
+            print(_error(e, args, debug), file=sys.stderr)
+            return exit_code_for(e)
+
+
+def _error(exc: BaseException, args: argparse.Namespace, debug: bool) -> str:
+    what = getattr(args, "needs_root", "")
+    if isinstance(exc, PermissionError) and what and os.geteuid() != 0 and not debug:
+        return needs_root_line(what)
+    return error_line(exc, debug=debug)
+
+
+def _legacy_remainder(args: Any, after: list[str] | None) -> None:
+    """A command still declaring a REMAINDER ``cmd`` positional gets the words after ``--``."""
+    if after is not None and getattr(args, "cmd", None) == []:
+        args.cmd = ["--", *after]
 
 
 if __name__ == "__main__":
