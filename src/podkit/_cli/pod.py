@@ -1,4 +1,5 @@
-"""``podkit pod run|ls|stop|rm|exec|logs``: pods from a YAML file, run by a SandboxManager.
+"""``podkit pod run|ls|inspect|stop|rm`` (and ``pod_io``'s commands): pods from a YAML file,
+run by a SandboxManager.
 
 The YAML mirrors the CRI shapes field for field (snake_case), enums by name::
 
@@ -50,7 +51,17 @@ from podkit.sandbox import (
 )
 
 from . import pod_io
-from .podctx import DEFAULT_IMAGE_ROOT, DEFAULT_ROOT, DEFAULT_STATE, add_common, find_pod, manager
+from .output import add_output_options, emit
+from .podctx import (
+    DEFAULT_IMAGE_ROOT,
+    DEFAULT_ROOT,
+    DEFAULT_STATE,
+    add_common,
+    find_container,
+    find_pod,
+    manager,
+)
+from .podview import CONTAINER_COLUMNS, POD_COLUMNS, container_record, pod_record
 
 __all__ = ["DEFAULT_IMAGE_ROOT", "DEFAULT_ROOT", "DEFAULT_STATE", "PodFile", "load_pod_file",
            "register"]
@@ -131,11 +142,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--no-pause", action="store_true",
                      help="infra-less pod: IPC/UTS pinned by bind mounts, no pause container")
     add_common(run)
+    add_output_options(run)
     run.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("ls", help="list pods and their containers")
     add_common(ls)
+    add_output_options(ls)
     ls.set_defaults(func=cmd_ls)
+
+    inspect = sub.add_parser("inspect", help="a pod's (or a container's) full status")
+    inspect.add_argument("pod", help="pod ID (or a unique prefix) or name")
+    inspect.add_argument("container", nargs="?", help="container name or ID prefix")
+    add_common(inspect)
+    add_output_options(inspect, default="json")
+    inspect.set_defaults(func=cmd_inspect)
 
     for name, func, text in (("stop", cmd_stop, "stop a pod (its containers, pause, network)"),
                              ("rm", cmd_rm, "remove a pod (stopping it first)")):
@@ -145,7 +165,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         p.set_defaults(func=func)
 
     pod_io.register(sub)
-
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -162,34 +181,34 @@ def cmd_run(args: argparse.Namespace) -> int:
                   images_needed=needed) as mgr:
         sb = mgr.run_sandbox(pod.sandbox)
         try:
-            ids = []
             for cfg in pod.containers:
-                cid = mgr.create_container(sb.id, cfg)
-                mgr.start_container(cid)
-                ids.append((cfg.metadata.name, cid))
+                mgr.start_container(mgr.create_container(sb.id, cfg))
         except BaseException:
             mgr.remove_sandbox(sb.id)
             raise
-        print(f"pod {sb.config.metadata.name} {sb.id[:12]} ip {sb.ip or 'host network'}")
-        for name, cid in ids:
-            print(f"  container {name} {cid[:12]}")
+        emit(args, pod_record(mgr, mgr.sandbox_status(sb.id), args.runtime), POD_COLUMNS)
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    """A table of pods, each followed by its containers."""
+    """Every pod with its containers."""
     with manager(args) as mgr:
-        rows = [("POD ID", "NAME", "STATE", "IP", "CONTAINER", "STATE", "EXIT")]
-        for sb in mgr.list_sandboxes():
-            rows.append((sb.id[:12], sb.config.metadata.name, sb.state.name.removeprefix(
-                "SANDBOX_"), sb.ip or "host", "", "", ""))
-            for c in mgr.list_containers(ContainerFilter(pod_sandbox_id=sb.id)):
-                rows.append(("", "", "", "", c.config.metadata.name,
-                             c.state.name.removeprefix("CONTAINER_"),
-                             str(c.exit_code) if c.finished_at else ""))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip())
+        records = [pod_record(mgr, sb, args.runtime) for sb in mgr.list_sandboxes()]
+    emit(args, records, POD_COLUMNS)
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """One pod's status (containers included), or one container's."""
+    with manager(args) as mgr:
+        sb = mgr.sandbox_status(find_pod(mgr, args.pod).id)
+        if args.container:
+            c = mgr.container_status(find_container(mgr, sb, args.container).id)
+            emit(args, container_record(mgr, c), CONTAINER_COLUMNS)
+            return 0
+        containers = [mgr.container_status(c.id) for c in
+                      mgr.list_containers(ContainerFilter(pod_sandbox_id=sb.id))]
+        emit(args, pod_record(mgr, sb, args.runtime, containers=containers), POD_COLUMNS)
     return 0
 
 

@@ -18,37 +18,58 @@ from podkit.sandbox import (
     default_networks,
 )
 
-DEFAULT_ROOT = "/var/lib/podkit/pods"
-DEFAULT_STATE = "/run/podkit/pods"
-DEFAULT_IMAGE_ROOT = "/var/lib/podkit"
+from . import dirs
+
+DEFAULT_ROOT = f"{dirs.DEFAULT_ROOT}/pods"
+DEFAULT_STATE = f"{dirs.DEFAULT_STATE}/pods"
+DEFAULT_IMAGE_ROOT = dirs.DEFAULT_ROOT
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", default=DEFAULT_ROOT, help="pod files and bundles")
-    p.add_argument("--state", default=DEFAULT_STATE, help="records, conmon and runtime state")
+    """The options of every pod command (``--root`` and ``--state`` are global: ``dirs``)."""
+    dirs.add_dir_options(p)
     p.add_argument("--runtime", default="runc", help="OCI runtime binary (runc, crun)")
     p.add_argument("--pause-rootfs", default="", help="rootfs with a sleep program (busybox)")
-    p.add_argument("--image-root", default=DEFAULT_IMAGE_ROOT,
-                   help=f"image store for image references (default {DEFAULT_IMAGE_ROOT}, "
-                   "as for podkit image --root)")
+    p.add_argument("--image-root", default=argparse.SUPPRESS, metavar="DIR",
+                   help="image store for image references (default: the root, the store "
+                   "podkit image fills)")
+    p.set_defaults(needs_root="run pods")
+
+
+def pod_root(args: argparse.Namespace) -> Path:
+    """Pod files and bundles: ``ROOT/pods``."""
+    return dirs.podkit_root(args) / "pods"
+
+
+def pod_state(args: argparse.Namespace) -> Path:
+    """Pod records, conmon and runtime state: ``STATE/pods``."""
+    return dirs.podkit_state(args) / "pods"
+
+
+def image_root(args: argparse.Namespace) -> Path:
+    """``--image-root``, else the podkit root."""
+    given = getattr(args, "image_root", "")
+    return Path(given).absolute() if given else dirs.podkit_root(args)
 
 
 def image_store(args: argparse.Namespace, needed: bool) -> ImageStore | None:
     """The store under ``--image-root`` when the pod needs it or it exists (removals need the
     store that holds their containers' rootfs); ``None`` otherwise (nothing is created)."""
-    if needed or (Path(args.image_root) / "image").is_dir():
-        return ImageStore(args.image_root)
+    root = image_root(args)
+    if needed or (root / "image").is_dir():
+        return ImageStore(root)
     return None
 
 
 def manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: str = "",
              infraless: bool = False, images_needed: bool = False) -> SandboxManager:
-    state = Path(args.state)
-    # commands other than run never start a pause: "/" stands in for its rootfs
-    pause = None if infraless else PauseConfig(
-        rootfs="" if pause_image else (pause_rootfs or args.pause_rootfs or "/"),
-        image=pause_image)
-    mgr = SandboxManager(args.root, state, Runc(args.runtime, root=state / "runc"),
+    """The manager over the pod root and state, recovered. Without a pause rootfs or image
+    it can stop, remove and inspect pods but not run them (and warns about nothing)."""
+    state = pod_state(args)
+    rootfs = pause_rootfs or args.pause_rootfs
+    pause = None if infraless or not (rootfs or pause_image) else PauseConfig(
+        rootfs="" if pause_image else rootfs, image=pause_image)
+    mgr = SandboxManager(pod_root(args), state, Runc(args.runtime, root=state / "runc"),
                          default_networks(state), pause=pause,
                          images=image_store(args, images_needed or bool(pause_image)))
     mgr.recover()
