@@ -326,7 +326,7 @@ def _import_docker(store: ImageStore, src: _Source, ref: Reference | None,
                 progress(Progress(path, "copying", 0, size))
             digest, size = store.put_stream(_chunks(src.open(path)), f" (layer {path} of {where})")
             if progress:
-                progress(Progress(digest, "done", size, size))
+                progress(Progress(path, "done", size, size))  # one key per blob: its path
             layer_descs.append(Descriptor(media_type, digest, size))
         manifest = {
             "schemaVersion": 2,
