@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="CNI plugin dir (repeatable; default /opt/cni/bin and /usr/lib/cni)")
     p.add_argument("--runtime", default="runc", choices=("runc", "crun"),
                    help="OCI runtime binary")
+    p.add_argument("--cgroup-driver", choices=("cgroupfs", "systemd"), default=None,
+                   help="who makes the cgroups, reported to kubelet by RuntimeConfig "
+                        "(default: systemd when it is PID 1 on cgroup v2, else cgroupfs)")
     p.add_argument("--pause-image", required=True,
                    help="pause image reference in the store, or a rootfs directory")
     p.add_argument("--cdi-spec-dir", action="append", default=None,
@@ -60,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
-    from podkit import cdi, cni
+    from podkit import cdi, cgroups, cni
     from podkit.cri.server import claim_socket, manager_streaming, pause_config, serve
     from podkit.image import AuthFile, ImageStore, RegistryHosts
     from podkit.runtime import Runc
@@ -96,10 +99,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except cni.NoConfigsFoundError:
         networks = None  # NetworkReady false until a config appears (host-network pods work)
     cache = cdi.Cache(args.cdi_spec_dir) if args.cdi_spec_dir else cdi.Cache()
-    runtime = Runc(args.runtime, root=state / args.runtime)
+    driver = cgroups.resolve_driver(args.cgroup_driver, "--cgroup-driver")
+    runtime = Runc(args.runtime, root=state / args.runtime, systemd_cgroup=driver.systemd)
     manager = SandboxManager(root / "cri" / "root", state, runtime, networks, cdi=cache,
                              pause=pause, netns_prefix="podkit-cri-", images=store,
-                             network_loader=load_networks)
+                             network_loader=load_networks, cgroup_driver=driver)
     try:
         report = manager.recover()
         for err in report.errors:

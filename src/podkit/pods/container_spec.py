@@ -337,6 +337,7 @@ def build_container_spec(
     apparmor_host: AppArmorHost | None = None,
     host_capabilities: Sequence[str] | None = None,
     security: ContainerSecurity | None = None,
+    cgroup_driver: str | None = None,
 ) -> oci.Spec:
     """The OCI spec of an application container in ``pod`` (containerd's container spec).
 
@@ -348,7 +349,9 @@ def build_container_spec(
     checked against ``apparmor_host`` (default: this machine), where podkit's default profile
     is loaded if it is needed, and ``host_capabilities`` are what the runtime started from
     here can grant, which ``ALL`` and ``privileged`` resolve to (default:
-    ``oci.current_capabilities()`` of this process).
+    ``oci.current_capabilities()`` of this process). ``cgroup_driver`` (``cgroupfs``,
+    ``systemd``) gives the container its driver's cgroups path under the pod's
+    ``cgroup_parent``; without one, containerd's rule (``rules.cgroups_path``).
     """
     check_container_config(config, pod)
     if security is None:
@@ -360,7 +363,7 @@ def build_container_spec(
         *_file_opts(config, pod),
         *_capability_opts(config, list(security.capabilities)),
         *_settings_opts(config, pod, id, img, oom_score_floor, container_annotations,
-                        pod_annotations),
+                        pod_annotations, cgroup_driver),
         *_namespace_opts(config, pod, target_pid_namespace),
         *_platform_opts(config, img, rootfs, security, cdi),
         oci.with_minimum_oci_version(),
@@ -427,7 +430,8 @@ def _capability_opts(config: ContainerConfig, current: list[str]) -> list[oci.Sp
 
 def _settings_opts(config: ContainerConfig, pod: PodContext, id: str, img: ImageDefaults,
                    oom_score_floor: int | None, container_annotations: Sequence[str],
-                   pod_annotations: Sequence[str]) -> list[oci.SpecOpt]:
+                   pod_annotations: Sequence[str], cgroup_driver: str | None,
+                   ) -> list[oci.SpecOpt]:
     """SELinux label, no_new_privs, read-only root, resources, OOM score, cgroup, annotations."""
     sc = config.linux.security_context
     opts: list[oci.SpecOpt] = []
@@ -444,8 +448,14 @@ def _settings_opts(config: ContainerConfig, pod: PodContext, id: str, img: Image
         if res.oom_score_adj:
             opts.append(oci.with_oom_score_adj(
                 rules.clamp_oom_score_adj(res.oom_score_adj, oom_score_floor)))
-    if pod.config.linux.cgroup_parent:
-        opts.append(oci.with_cgroup(rules.cgroups_path(pod.config.linux.cgroup_parent, id)))
+    parent = pod.config.linux.cgroup_parent
+    if cgroup_driver is not None:
+        try:
+            opts.append(oci.with_cgroup(rules.cgroups_path(parent, id, cgroup_driver)))
+        except InvalidArgumentError as exc:
+            raise ContainerConfigError(f"pod linux.{exc}") from None
+    elif parent:
+        opts.append(oci.with_cgroup(rules.cgroups_path(parent, id)))
     opts.append(oci.with_annotations({
         **rules.matching(pod.config.annotations, pod_annotations),
         **rules.matching(config.annotations, container_annotations),

@@ -44,7 +44,7 @@ from podkit.pods.records import (
     SandboxState,
 )
 from podkit.pods.registry import Registry
-from podkit.pods.steps import SandboxSteps, pinned_kinds
+from podkit.pods.steps import SandboxSteps, pinned_kinds, remove_cgroup_leftovers
 from podkit.pods.store import RecordStore
 from podkit.runtime import AttachStream, Bundle, ExecResult, ExitStatus, Runtime, Supervisor
 from podkit.runtime.errors import NotRunningError
@@ -69,6 +69,7 @@ class ContainerLifecycle:
     cdi: DeviceInjector | None
     rootfs_mode: str
     oom_score_floor: int
+    cgroup_driver: cgroups.Driver
 
     @property
     def images(self) -> image.ImageStore | None:
@@ -152,7 +153,7 @@ class ContainerLifecycle:
                 return build_container_spec(
                     build_config, pod, id=c.id, rootfs=rootfs, image=found.defaults,
                     target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
-                    cdi=self.cdi, security=sec,
+                    cdi=self.cdi, security=sec, cgroup_driver=self.cgroup_driver,
                 )
 
             if sb.config.log_directory and config.log_path:
@@ -322,6 +323,7 @@ class ContainerLifecycle:
         self.records.save(c)
         if "runtime" in c.steps:
             processes.delete(self.supervisor, self.runtime, c.id)
+            remove_cgroup_leftovers(c.id, c.cgroups_path)
         self._forget_container(c)
 
     def container_status(self, id: str) -> Container:

@@ -47,9 +47,16 @@ from podkit.pods.registry import Registry
 from podkit.pods.sandbox_spec import (
     SANDBOX_OOM_SCORE_ADJ,
     SandboxConfigError,
+    pod_cgroups_path,
     validate_sandbox_config,
 )
-from podkit.pods.steps import SandboxSteps, Step, network_and_files, undo_steps
+from podkit.pods.steps import (
+    SandboxSteps,
+    Step,
+    network_and_files,
+    remove_cgroup_leftovers,
+    undo_steps,
+)
 from podkit.pods.store import RecordStore
 from podkit.runtime import Conmon, ConmonSupervisor, Runc, Runtime, Supervisor
 
@@ -60,6 +67,25 @@ _log = logging.getLogger("podkit.sandbox")
 
 def _now() -> int:
     return time.time_ns()
+
+
+def _driver_for(runtime: Runtime, name: str | None) -> cgroups.Driver:
+    """The manager's cgroup driver: ``name``, which a runtime with a ``systemd_cgroup`` flag
+    must match; without a name, the runtime's flag, else the host's default."""
+    flag = getattr(runtime, "systemd_cgroup", None)
+    if not name:
+        if isinstance(flag, bool):
+            return cgroups.Driver.SYSTEMD if flag else cgroups.Driver.CGROUPFS
+        return cgroups.default_driver()
+    driver = cgroups.parse_driver(name, "cgroup_driver")
+    if isinstance(flag, bool) and flag != driver.systemd:
+        raise InvalidArgumentError(
+            f"cgroup_driver {driver.value!r}: the runtime {runtime!r} runs "
+            f"{'with' if flag else 'without'} --systemd-cgroup, so its cgroups are "
+            f"{'systemd' if flag else 'cgroupfs'} ones; make it with "
+            f"systemd_cgroup={driver.systemd} (or give cgroup_driver="
+            f"{'systemd' if flag else 'cgroupfs'!r})")
+    return driver
 
 
 class SandboxManager(ContainerLifecycle):
@@ -77,6 +103,10 @@ class SandboxManager(ContainerLifecycle):
     there (``rootfs_mode``: ``auto``, ``overlay`` or ``copy``), removed with the container.
     The pause's shared rootfs there is unmounted once no pod uses it (last pod removed,
     :meth:`close`, :meth:`recover`) and mounted again for the next pod.
+    ``cgroup_driver`` (``cgroupfs`` or ``systemd``, see ``podkit.cgroups.driver``) says who
+    makes the cgroups: a :class:`~podkit.runtime.Runc` must run with the matching
+    ``systemd_cgroup`` (a mismatch is refused); ``None`` takes the runtime's (its
+    ``systemd_cgroup``), or for a runtime without one the host's default.
     ``steps`` is the table of :meth:`run_sandbox`'s steps by name and ``sandbox_steps`` the
     object doing their work (see ``podkit.pods.steps``); ``records`` the store of the records
     on disk; ``registry`` the pods and containers in memory. The container methods come from
@@ -99,7 +129,9 @@ class SandboxManager(ContainerLifecycle):
         images: image.ImageStore | None = None,
         rootfs_mode: str = "auto",
         network_loader: Callable[[], cni.Networks] | None = None,
+        cgroup_driver: str | None = None,
     ) -> None:
+        self.cgroup_driver = _driver_for(runtime, cgroup_driver)
         if rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(
                 f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
@@ -139,7 +171,8 @@ class SandboxManager(ContainerLifecycle):
                 SANDBOX_OOM_SCORE_ADJ, self.oom_score_floor)
         self.sandbox_steps = SandboxSteps(
             root_dir=self.root_dir, supervisor=supervisor, runtime=runtime, pause=self._pause,
-            networks=lambda: self.networks, oom_score_floor=self.oom_score_floor)
+            networks=lambda: self.networks, oom_score_floor=self.oom_score_floor,
+            cgroup_driver=self.cgroup_driver)
         self.steps: dict[str, Step] = self.sandbox_steps.table()
         self.registry = Registry()
         self._networks_lock = threading.Lock()
@@ -224,6 +257,7 @@ class SandboxManager(ContainerLifecycle):
         validate_sandbox_config(config)
         sb = Sandbox(id=secrets.token_hex(32), name=rules.sandbox_name(config.metadata),
                      config=config, created_at=_now())
+        pod_cgroups_path(config, sb.id, self.cgroup_driver)  # a parent the driver cannot take
         if sb.host_network and config.hostname:
             raise SandboxConfigError(
                 f"hostname {config.hostname!r}: must be empty for a host-network pod (it uses "
@@ -515,6 +549,7 @@ class SandboxManager(ContainerLifecycle):
                 try:
                     if "runtime" in c.steps:
                         processes.delete(self.supervisor, self.runtime, c.id)
+                        remove_cgroup_leftovers(c.id, c.cgroups_path)
                     self._forget_container(c)
                     rolled.append(c.id)
                 except PodkitError as exc:

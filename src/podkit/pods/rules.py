@@ -13,7 +13,7 @@ from fnmatch import fnmatchcase
 
 import attrs
 
-from podkit import oci
+from podkit import cgroups, oci
 from podkit.errors import InvalidArgumentError, quote
 from podkit.pods.config import (
     ContainerConfig,
@@ -76,12 +76,18 @@ def container_name(ctr: ContainerMetadata, pod: PodSandboxMetadata) -> str:
     return f"{ctr.name}_{pod.name}_{pod.namespace}_{pod.uid}_{ctr.attempt}"
 
 
-def cgroups_path(parent: str, id: str) -> str:
+def cgroups_path(parent: str, id: str, driver: str | None = None) -> str:
     """``linux.cgroupsPath`` for ``id`` under ``parent``.
 
-    A parent whose last element ends in ``.slice`` selects the systemd form
-    ``<slice>:cri-podkit:<id>``; otherwise the cgroupfs path ``<parent>/<id>``.
+    With a ``driver`` (``cgroupfs`` or ``systemd``): that driver's form, the kubelet's
+    parent in either form converted, an empty one the driver's default
+    (``podkit.cgroups.cgroups_path_for``; ``InvalidArgumentError`` for a parent the driver
+    cannot take). Without one, containerd's rule: a parent whose last element ends in
+    ``.slice`` selects the systemd form ``<slice>:cri-podkit:<id>``; otherwise the cgroupfs
+    path ``<parent>/<id>``.
     """
+    if driver is not None:
+        return cgroups.cgroups_path_for(driver, parent, id)
     base = posixpath.basename(parent.rstrip("/"))
     if base.endswith(".slice"):
         return f"{base}:cri-podkit:{id}"

@@ -29,6 +29,7 @@ __all__ = [
     "SandboxFiles",
     "apparmor_opt",
     "build_sandbox_spec",
+    "pod_cgroups_path",
     "seccomp_opt",
     "selinux_label",
     "validate_sandbox_config",
@@ -188,6 +189,7 @@ def build_sandbox_spec(
     pod_annotations: Sequence[str] = (),
     cgroup_namespace: str = "podkit",
     seccomp: security.Seccomp | None = None,
+    cgroup_driver: str | None = None,
 ) -> oci.Spec:
     """The OCI spec of a pod's pause container (containerd's ``sandboxContainerSpec``).
 
@@ -198,6 +200,9 @@ def build_sandbox_spec(
     here, reading a Localhost profile, when not given): with it the build does no I/O.
     The pause gets no AppArmor profile, whatever ``security_context.apparmor`` says (containerd:
     the sandbox security context does not provide one).
+    ``cgroup_driver`` (``cgroupfs``, ``systemd``) gives the pause its driver's cgroups path
+    (:func:`pod_cgroups_path`); without one, a ``cgroup_parent`` follows containerd's rule
+    (``rules.cgroups_path``) and no parent leaves ``/<cgroup_namespace>/<id>``.
     """
     _check(config)
     sc = config.linux.security_context
@@ -210,7 +215,8 @@ def build_sandbox_spec(
     if ns.network != NamespaceMode.NODE and not netns_path:
         raise SandboxConfigError("a pod network namespace path is required unless network is NODE")
     opts = [
-        *_pause_process(config, id, args=args, env=env, cwd=cwd, rootfs=rootfs),
+        *_pause_process(config, id, args=args, env=env, cwd=cwd, rootfs=rootfs,
+                        cgroup_driver=cgroup_driver),
         *_pause_namespaces(config, netns_path, userns_path),
         *_pause_mounts(files, host_ipc=ns.ipc == NamespaceMode.NODE),
         *_pause_settings(config, id, pause_image, oom_score_floor, pod_annotations),
@@ -223,8 +229,17 @@ def build_sandbox_spec(
     return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
 
 
+def pod_cgroups_path(config: SandboxConfig, id: str, driver: str) -> str:
+    """``linux.cgroupsPath`` of ``id`` under the pod's ``cgroup_parent`` for ``driver``;
+    ``SandboxConfigError`` naming the parent, the driver and both forms when it cannot."""
+    try:
+        return rules.cgroups_path(config.linux.cgroup_parent, id, driver)
+    except InvalidArgumentError as exc:
+        raise SandboxConfigError(f"linux.{exc}") from None
+
+
 def _pause_process(config: SandboxConfig, id: str, *, args: Sequence[str], env: Sequence[str],
-                   cwd: str, rootfs: str) -> list[oci.SpecOpt]:
+                   cwd: str, rootfs: str, cgroup_driver: str | None) -> list[oci.SpecOpt]:
     """Root, process, hostname and cgroup of the pause."""
     opts: list[oci.SpecOpt] = [
         oci.without_run_mount(),
@@ -238,7 +253,9 @@ def _pause_process(config: SandboxConfig, id: str, *, args: Sequence[str], env: 
         opts.append(oci.with_hostname(config.hostname))
     if cwd:
         opts.append(oci.with_process_cwd(cwd))
-    if config.linux.cgroup_parent:
+    if cgroup_driver is not None:
+        opts.append(oci.with_cgroup(pod_cgroups_path(config, id, cgroup_driver)))
+    elif config.linux.cgroup_parent:
         opts.append(oci.with_cgroup(rules.cgroups_path(config.linux.cgroup_parent, id)))
     return opts
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from podkit import cni, netns
+from podkit import cgroups, cni, netns
 from podkit.errors import PodkitError
 from podkit.pods import network, processes, rules
 from podkit.pods.config import NamespaceMode
@@ -31,7 +31,7 @@ from podkit.pods.records import Sandbox
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
 from podkit.runtime import Runtime, Supervisor
 
-__all__ = ["SHM_SIZE", "SandboxSteps", "Step", "undo_steps"]
+__all__ = ["SHM_SIZE", "SandboxSteps", "Step", "remove_cgroup_leftovers", "undo_steps"]
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
@@ -54,12 +54,14 @@ class SandboxSteps:
 
     ``root_dir/sandboxes/<id>`` holds a pod's files and its pause bundle; ``networks`` gives
     the pod networks of the moment (they may be loaded late); ``pause`` is the manager's
-    pause and its shared rootfs.
+    pause and its shared rootfs; ``cgroup_driver`` the manager's (the pause's cgroups path).
     """
 
     def __init__(self, *, root_dir: Path, supervisor: Supervisor, runtime: Runtime,
                  pause: PauseRootfs, networks: Callable[[], cni.Networks | None],
-                 oom_score_floor: int) -> None:
+                 oom_score_floor: int,
+                 cgroup_driver: cgroups.Driver = cgroups.Driver.CGROUPFS) -> None:
+        self.cgroup_driver = cgroup_driver
         self.root_dir = root_dir
         self.supervisor = supervisor
         self.runtime = runtime
@@ -175,7 +177,7 @@ class SandboxSteps:
         spec = build_sandbox_spec(
             sb.config, id=sb.id, files=self.files(sb), args=pause.args, env=pause.env,
             rootfs=pause.rootfs, netns_path=sb.netns_path or None, pause_image=pause.image,
-            oom_score_floor=self.oom_score_floor,
+            oom_score_floor=self.oom_score_floor, cgroup_driver=self.cgroup_driver,
         )
         sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
         spec.dump(bundle / "config.json")
@@ -190,8 +192,9 @@ class SandboxSteps:
             sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
 
     def undo_pause(self, sb: Sandbox) -> None:
-        """Kill and delete the pause."""
+        """Kill and delete the pause; then whatever the runtime left of its cgroup."""
         processes.delete(self.supervisor, self.runtime, sb.id)
+        remove_cgroup_leftovers(sb.id, sb.cgroups_path)
 
     # -- namespaces (infra-less pods) -------------------------------------------------------
 
@@ -210,6 +213,16 @@ class SandboxSteps:
         for kind in ("ipc", "uts"):
             netns.unmount_all(ns_dir / kind)
             (ns_dir / kind).unlink(missing_ok=True)
+
+
+def remove_cgroup_leftovers(id: str, cgroups_path: str) -> None:
+    """After a delete: stop a systemd scope still there, remove empty cgroupfs dirs
+    (``cgroups.remove_leftovers``); a failure is logged, not raised (the container is gone)."""
+    try:
+        for what in cgroups.remove_leftovers(cgroups_path):
+            _log.info("container %s: removed its leftover cgroup %s", id, what)
+    except (PodkitError, OSError) as exc:
+        _log.warning("container %s: its cgroup %s may be left: %s", id, cgroups_path, exc)
 
 
 def pinned_kinds(sb: Sandbox) -> list[str]:

@@ -95,7 +95,8 @@ class FakePodManager:
     ``root_dir`` and ``state_dir`` are reported, never written; ``images`` and
     ``rootfs_mode`` are what the service checks; ``networks`` stays ``None`` unless
     ``network_loader`` gives some (:meth:`load_networks`). Pods on the pod network get the IP
-    ``10.88.0.<n>``. ``calls`` records every mutating call as ``(method, id)``. Thread-safe.
+    ``10.88.0.<n>``. ``cgroup_driver`` is only reported. ``calls`` records every mutating
+    call as ``(method, id)``. Thread-safe.
     """
 
     def __init__(
@@ -109,8 +110,10 @@ class FakePodManager:
         networks: Any = None,
         network_loader: Callable[[], Any] | None = None,
         exec_handler: ExecHandler | None = None,
+        cgroup_driver: str = "cgroupfs",
     ) -> None:
         self.root_dir = Path(root_dir)
+        self.cgroup_driver = cgroup_driver
         self.state_dir = Path(state_dir)
         self.images = images
         self.rootfs_mode = rootfs_mode

@@ -88,6 +88,11 @@ class PodAPI(Protocol):
         ...
 
     @property
+    def cgroup_driver(self) -> str:
+        """Who makes the cgroups: ``cgroupfs`` or ``systemd`` (the RuntimeConfig answer)."""
+        ...
+
+    @property
     def rootfs_mode(self) -> str:
         """How container root filesystems are made: ``auto``, ``overlay`` or ``copy``."""
         ...

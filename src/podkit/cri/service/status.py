@@ -61,6 +61,7 @@ class StatusRPCs(ServiceBase):
             out.info["config"] = json.dumps({
                 "runtimeHandler": self.runtime_handler, "podCIDR": self.pod_cidr,
                 "pauseImage": self.pause_image, "root": str(self.manager.root_dir),
+                "cgroupDriver": str(self.manager.cgroup_driver),
                 "state": str(self.manager.state_dir)})
         return out
 
@@ -79,9 +80,10 @@ class StatusRPCs(ServiceBase):
             net.message = f"cni plugin not initialized: {exc}"
 
     def RuntimeConfig(self, request: pb.RuntimeConfigRequest) -> pb.RuntimeConfigResponse:
-        """The cgroup driver: cgroupfs."""
+        """The manager's cgroup driver (kubelet configures its own to match)."""
         out = pb.RuntimeConfigResponse()
-        out.linux.cgroup_driver = pb.CGROUPFS
+        out.linux.cgroup_driver = (pb.SYSTEMD if self.manager.cgroup_driver == "systemd"
+                                   else pb.CGROUPFS)
         return out
 
     def UpdateRuntimeConfig(self, request: pb.UpdateRuntimeConfigRequest,
