@@ -19,8 +19,9 @@ def test_import_ls_inspect_rm_prune(sample: BuiltImage, tmp_path: Path,
     out = capsys.readouterr()
     assert out.out.split() == ["localhost/cli/app:v1", sample.descriptor["digest"]]
     save = write_docker_save(tmp_path / "s.tar", sample, ["cli/saved:1"])
-    assert main(["image", "import", "-q", "--root", root, str(save)]) == 0
-    capsys.readouterr()
+    assert main(["image", "import", "--root", root, str(save)]) == 0
+    # the progress line ends at its total (it stopped at 1/2 blobs for docker archives)
+    assert capsys.readouterr().err.rstrip().endswith("3/3 blobs")
     assert main(["image", "ls", "--root", root]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["REFERENCE", "DIGEST", "PLATFORM", "SIZE"]
@@ -29,12 +30,23 @@ def test_import_ls_inspect_rm_prune(sample: BuiltImage, tmp_path: Path,
     assert "linux/" in lines[2]
     assert main(["image", "inspect", "--root", root, "localhost/cli/app:v1"]) == 0
     [record] = json.loads(capsys.readouterr().out)
-    assert record["imageConfig"]["cmd"] == ["/app/hello"]
-    assert record["imageConfig"]["user"] == "app"
-    assert len(record["chainIds"]) == 3
+    assert record["image_config"]["cmd"] == ["/app/hello"]
+    assert record["image_config"]["user"] == "app"
+    assert len(record["chain_ids"]) == 3
+    assert record["digest"] == sample.descriptor["digest"]
+    assert main(["image", "ls", "-o", "json", "--root", root]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [i["name"] for i in listed] == ["docker.io/cli/saved:1", "localhost/cli/app:v1"]
+    assert set(listed[1]) == {"name", "id", "digest", "manifest_digest", "platform", "size",
+                              "created"}
+    assert listed[1]["id"] == record["id"] and listed[1]["size"] == record["size"]
+    assert main(["--root", root, "image", "ls", "-q"]) == 0  # the global --root, before
+    assert capsys.readouterr().out.split() == [i["name"] for i in listed]
+    assert main(["image", "inspect", "-o", "yaml", "--root", root, "cli/saved:1"]) == 0
+    assert "name: docker.io/cli/saved:1" in capsys.readouterr().out
     assert main(["image", "rm", "--root", root, "localhost/cli/app:v1"]) == 0
     assert capsys.readouterr().out.strip() == "localhost/cli/app:v1"
-    assert main(["image", "rm", "--root", root, "localhost/cli/app:v1"]) == 1
+    assert main(["image", "rm", "--root", root, "localhost/cli/app:v1"]) == 3  # not found
     assert "localhost/cli/app:v1 not found" in capsys.readouterr().err
     assert main(["image", "rm", "--prune", "--root", root, "cli/saved:1"]) == 0
     assert "removed 8 blobs" in capsys.readouterr().out
@@ -46,7 +58,8 @@ def test_import_ls_inspect_rm_prune(sample: BuiltImage, tmp_path: Path,
 
 def test_import_error_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["image", "import", "--root", str(tmp_path), str(tmp_path / "nope")]) == 1
-    assert "no such file" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no such file" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.integration

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import sys
 import threading
 import time
@@ -14,6 +13,7 @@ from podkit.errors import InvalidArgumentError
 from podkit.image import (
     AuthFile,
     Credentials,
+    Image,
     ImageStore,
     Platform,
     Progress,
@@ -24,7 +24,10 @@ from podkit.image import (
 from podkit.image.auth import AuthSource
 from podkit.image.hosts import DEFAULT_DIR
 
-DEFAULT_ROOT = "/var/lib/podkit"
+from .dirs import DEFAULT_ROOT, add_dir_options, podkit_root
+from .output import Column, add_output_options, cell, emit
+
+__all__ = ["DEFAULT_ROOT", "ProgressBar", "register"]
 
 
 class ProgressBar:
@@ -69,7 +72,7 @@ class ProgressBar:
 
 
 def _store(args: argparse.Namespace) -> ImageStore:
-    return ImageStore(args.root)
+    return ImageStore(podkit_root(args))
 
 
 def _creds(value: str) -> Credentials:
@@ -145,19 +148,30 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _image_record(image: Image) -> dict[str, Any]:
+    """An image as ``image ls`` lists it (snake_case keys; docs/cli.md)."""
+    return {
+        "name": image.name,
+        "id": image.config.digest,
+        "digest": image.target.digest,
+        "manifest_digest": image.manifest.digest,
+        "platform": str(image.platform) if image.platform else None,
+        "size": image.size,
+        "created": image.created or None,
+    }
+
+
+def _size(value: Any) -> str:
+    return f"{(value or 0) / 1e6:.1f} MB"
+
+
+_COLUMNS = (Column("name", "REFERENCE"), Column("digest", "DIGEST", lambda v: str(v)[:19]),
+            Column("platform", "PLATFORM", lambda v: cell(v) or "-"),
+            Column("size", "SIZE", _size))
+
+
 def _ls(args: argparse.Namespace) -> int:
-    images = _store(args).list()
-    if args.quiet:
-        for image in images:
-            print(image.name)
-        return 0
-    rows = [("REFERENCE", "DIGEST", "PLATFORM", "SIZE")]
-    for image in images:
-        rows.append((image.name, image.target.digest[:19], str(image.platform or "-"),
-                     f"{image.size / 1e6:.1f} MB"))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    emit(args, [_image_record(i) for i in _store(args).list()], _COLUMNS, id_key="name")
     return 0
 
 
@@ -166,17 +180,25 @@ def _inspect(args: argparse.Namespace) -> int:
     out: list[dict[str, Any]] = []
     for ref in args.references:
         image = store.get(ref)
-        record = image.to_dict()
+        record = _image_record(image)
         cfg = store.config(image)
-        record["imageConfig"] = {
-            "env": list(cfg.env), "entrypoint": cfg.entrypoint and list(cfg.entrypoint),
-            "cmd": cfg.cmd and list(cfg.cmd), "workingDir": cfg.working_dir, "user": cfg.user,
-            "exposedPorts": list(cfg.exposed_ports), "volumes": list(cfg.volumes),
-            "labels": cfg.labels, "stopSignal": cfg.stop_signal,
-        }
-        record["chainIds"] = image.chain_ids
+        record.update({
+            "target": image.target.to_dict(),  # OCI descriptors keep the OCI field names
+            "manifest": image.manifest.to_dict(),
+            "config": image.config.to_dict(),
+            "layers": [layer.to_dict() for layer in image.layers],
+            "diff_ids": list(image.diff_ids),
+            "chain_ids": image.chain_ids,
+            "image_config": {
+                "env": list(cfg.env), "entrypoint": cfg.entrypoint and list(cfg.entrypoint),
+                "cmd": cfg.cmd and list(cfg.cmd), "working_dir": cfg.working_dir,
+                "user": cfg.user, "exposed_ports": list(cfg.exposed_ports),
+                "volumes": list(cfg.volumes), "labels": cfg.labels,
+                "stop_signal": cfg.stop_signal,
+            },
+        })
         out.append(record)
-    print(json.dumps(out, indent=2))
+    emit(args, out, _COLUMNS, id_key="name")
     return 0
 
 
@@ -214,8 +236,7 @@ def register(subparsers: Any) -> None:
 
     def leaf(name: str, help_: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = sub.add_parser(name, help=help_)
-        p.add_argument("--root", default=DEFAULT_ROOT,
-                       help=f"podkit state root (default {DEFAULT_ROOT})")
+        add_dir_options(p)  # the store is ROOT/image
         return p
 
     p = leaf("pull", "pull an image from a registry")
@@ -252,12 +273,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_import)
 
-    p = leaf("ls", "list images")
-    p.add_argument("-q", "--quiet", action="store_true", help="names only")
+    p = leaf("ls", "list images (-q: references only)")
+    add_output_options(p)
     p.set_defaults(func=_ls)
 
-    p = leaf("inspect", "show image records and configs as JSON")
+    p = leaf("inspect", "show image records and configs (JSON by default)")
     p.add_argument("references", nargs="+")
+    add_output_options(p, default="json")
     p.set_defaults(func=_inspect)
 
     p = leaf("rm", "remove image records")
