@@ -1,0 +1,547 @@
+"""Benchmark podkit's CRI server side by side with containerd's (issue 16), one gRPC client.
+
+Both servers run as child processes with the same kind of pod network (loopback + bridge +
+portmap, no masquerade, each on its own bridge and subnet), the same busybox-based images
+(imported from the same OCI layouts) and runc; the client (podkit's ``runtime.v1`` stubs) drives
+both, alternating who goes first each round:
+
+* per round: RunPodSandbox, CreateContainer+StartContainer, StopPodSandbox, RemovePodSandbox;
+  PullImage of a ~30 MB image from a docker-registry on 127.0.0.1 (removed after each pull on
+  both sides), and the floor "download + sha256 of the same blobs";
+* with ``BENCH_SCALE_PODS`` (100) pods of pause + 1 container held on each server (made with
+  concurrency 10): wall time to make them, ListPodSandbox, ListContainers, ContainerStatus,
+  ExecSync (``true``), ContainerStats, ListContainerStats; server RSS and open fds, per-pod
+  helper RSS (conmon vs containerd-shim-runc-v2); each server restarted with the pods present
+  (time to the first ListPodSandbox with all of them); time to tear them all down.
+
+It prints one table: median/p90 per call, the ratio podkit / containerd and the issue's goal.
+containerd (Debian's, installed when missing) runs from a temp dir and is stopped and removed
+at the end with everything it made. Knobs: ``BENCH_ROUNDS`` (20), ``BENCH_SCALE_PODS`` (100),
+``--profile DIR`` (py-spy of the podkit server during the per-round calls).
+
+Usage: ``scripts/isolated .venv/bin/python benchmarks/bench_vs_containerd.py [--json out]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from containerd import instance as ctrd
+from containerd.images import (
+    BIG,
+    BUSYBOX,
+    PAUSE,
+    archive,
+    build_images,
+    hosts_dir,
+    pull_floor,
+    registry,
+)
+from containerd.report import Row, as_json, env_int, render
+
+NETWORKS = {"podkit": ("pk-vs-podkit", "pkvs0", "10.91.0.0/16"),
+            "containerd": ("pk-vs-containerd", "pkvs1", "10.92.0.0/16")}
+CONCURRENCY = 10
+
+# ---- the servers
+
+class Side:
+    """One CRI server (a child process) and the client's stubs for it."""
+
+    name = ""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.channel: Any = None
+        self.rt: Any = None
+        self.img: Any = None
+
+    @property
+    def address(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def pid(self) -> int:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def helper_pids(self) -> list[int]:
+        raise NotImplementedError
+
+    def connect(self) -> None:
+        import grpc
+
+        from podkit.cri import api_pb2_grpc
+
+        self.channel = grpc.insecure_channel(self.address)
+        grpc.channel_ready_future(self.channel).result(timeout=120)
+        self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
+        self.img = api_pb2_grpc.ImageServiceStub(self.channel)
+
+    def disconnect(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+
+class PodkitSide(Side):
+    """``podkit cri serve`` over its own root, conf dir and bridge."""
+
+    name = "podkit"
+
+    def __init__(self, base: Path, conf_dir: Path, hosts: Path) -> None:
+        super().__init__(base)
+        self.root = base / "root"
+        self.socket = base / "cri.sock"
+        self.conf_dir = conf_dir
+        self.hosts = hosts
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"unix://{self.socket}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> None:
+        log = open(self.base / "podkit.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(self.socket),
+             "--root", str(self.root), "--cni-conf-dir", str(self.conf_dir),
+             "--cni-bin-dir", ctrd.CNI_BIN, "--pause-image", PAUSE,
+             "--registry-config-dir", str(self.hosts)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        for _ in range(1200):
+            if self.socket.exists():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("podkit cri serve did not start: "
+                           + (self.base / "podkit.log").read_text()[-3000:])
+
+    def stop(self) -> None:
+        self.disconnect()
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc = None
+
+    def helper_pids(self) -> list[int]:
+        return ctrd.pids_matching("conmon", str(self.root))
+
+    def cleanup(self, bridge: str) -> None:
+        """End what a failed run left: conmons (by PID), runc containers, mounts, the bridge."""
+        self.stop()
+        ctrd.kill_all(self.helper_pids())
+        runc_root = self.root / "cri" / "state" / "runc"
+        for ctr in runc_root.iterdir() if runc_root.is_dir() else ():
+            subprocess.run(["runc", "--root", str(runc_root), "delete", "--force", ctr.name],
+                           capture_output=True, check=False)
+        for netns in Path("/run/netns").glob("podkit-cri-*"):
+            subprocess.run(["umount", "-l", str(netns)], capture_output=True, check=False)
+            netns.unlink(missing_ok=True)
+        ctrd.unmount_under(self.base)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
+
+
+class ContainerdSide(Side):
+    """The private containerd of :mod:`_containerd`."""
+
+    name = "containerd"
+
+    def __init__(self, base: Path, instance: ctrd.Containerd) -> None:
+        super().__init__(base)
+        self.instance = instance
+
+    @property
+    def address(self) -> str:
+        return self.instance.address
+
+    @property
+    def pid(self) -> int:
+        assert self.instance.proc is not None
+        return self.instance.proc.pid
+
+    def start(self) -> None:
+        self.instance.start()
+
+    def stop(self) -> None:
+        self.disconnect()
+        self.instance.stop()
+
+    def helper_pids(self) -> list[int]:
+        return self.instance.shim_pids()
+
+
+# ---- the calls
+
+def pod_config() -> Any:
+    """A CRI PodSandboxConfig as kubelet sends it (pod network, own PID namespace per ctr)."""
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(
+        name=f"pk-vs-{uuid.uuid4().hex[:10]}", uid=uuid.uuid4().hex, namespace="pk-vs"),
+        hostname="pk-vs")
+    cfg.linux.security_context.namespace_options.network = pb.POD
+    cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+    return cfg
+
+
+def container_config() -> Any:
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pb.ContainerConfig(metadata=pb.ContainerMetadata(name="c"),
+                             image=pb.ImageSpec(image=BUSYBOX), command=["sleep", "3600"])
+    cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
+    return cfg
+
+
+class Recorder:
+    """Samples per (side, call); warm-up rounds run the calls without keeping them."""
+
+    def __init__(self) -> None:
+        self.times: dict[tuple[str, str], list[float]] = {}
+
+    def timed(self, side: str, call: str, fn: Callable[[], Any], keep: bool = True) -> Any:
+        t0 = time.perf_counter()
+        out = fn()
+        if keep:
+            self.times.setdefault((side, call), []).append(time.perf_counter() - t0)
+        return out
+
+    def add(self, side: str, call: str, value: float) -> None:
+        self.times.setdefault((side, call), []).append(value)
+
+
+def run_pod(side: Side) -> tuple[str, str]:
+    """RunPodSandbox + CreateContainer + StartContainer; (pod id, container id)."""
+    from podkit.cri import api_pb2 as pb
+
+    pod = pod_config()
+    sid = side.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod), timeout=300).pod_sandbox_id
+    cid = side.rt.CreateContainer(pb.CreateContainerRequest(
+        pod_sandbox_id=sid, config=container_config(), sandbox_config=pod),
+        timeout=300).container_id
+    side.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=300)
+    return sid, cid
+
+
+def remove_pod(side: Side, sid: str) -> None:
+    from podkit.cri import api_pb2 as pb
+
+    side.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid), timeout=300)
+    side.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid), timeout=300)
+
+
+def pod_round(side: Side, rec: Recorder, keep: bool) -> None:
+    """One pod through its life, each call timed."""
+    from podkit.cri import api_pb2 as pb
+
+    n, pod = side.name, pod_config()
+    sid = rec.timed(n, "RunPodSandbox", lambda: side.rt.RunPodSandbox(
+        pb.RunPodSandboxRequest(config=pod), timeout=300).pod_sandbox_id, keep)
+
+    def create_start() -> None:
+        cid = side.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sid, config=container_config(), sandbox_config=pod),
+            timeout=300).container_id
+        side.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=300)
+
+    rec.timed(n, "CreateContainer+StartContainer", create_start, keep)
+    rec.timed(n, "StopPodSandbox", lambda: side.rt.StopPodSandbox(
+        pb.StopPodSandboxRequest(pod_sandbox_id=sid), timeout=300), keep)
+    rec.timed(n, "RemovePodSandbox", lambda: side.rt.RemovePodSandbox(
+        pb.RemovePodSandboxRequest(pod_sandbox_id=sid), timeout=300), keep)
+
+
+def pull_round(side: Side, rec: Recorder, ref: str, keep: bool) -> None:
+    """PullImage timed, then RemoveImage so the next pull downloads again."""
+    from podkit.cri import api_pb2 as pb
+
+    spec = pb.ImageSpec(image=ref)
+    rec.timed(side.name, "PullImage", lambda: side.img.PullImage(
+        pb.PullImageRequest(image=spec), timeout=600), keep)
+    side.img.RemoveImage(pb.RemoveImageRequest(image=spec), timeout=300)
+
+
+def held_round(side: Side, rec: Recorder, pods: Sequence[tuple[str, str]], i: int,
+               keep: bool) -> None:
+    """The read calls and ExecSync with the scale pods present."""
+    from podkit.cri import api_pb2 as pb
+
+    n, rt = side.name, side.rt
+    cid = pods[i % len(pods)][1]
+    got = rec.timed(n, "ListPodSandbox", lambda: rt.ListPodSandbox(
+        pb.ListPodSandboxRequest(), timeout=60).items, keep)
+    if len(got) < len(pods):
+        raise RuntimeError(f"{n}: ListPodSandbox has {len(got)} pods, want {len(pods)}")
+    rec.timed(n, "ListContainers", lambda: rt.ListContainers(pb.ListContainersRequest(),
+                                                             timeout=60), keep)
+    rec.timed(n, "ContainerStatus", lambda: rt.ContainerStatus(
+        pb.ContainerStatusRequest(container_id=cid), timeout=60), keep)
+    out = rec.timed(n, "ExecSync", lambda: rt.ExecSync(
+        pb.ExecSyncRequest(container_id=cid, cmd=["true"], timeout=30), timeout=60), keep)
+    if out.exit_code != 0:
+        raise RuntimeError(f"{n}: ExecSync true exited {out.exit_code}: {out.stderr!r}")
+    rec.timed(n, "ContainerStats", lambda: rt.ContainerStats(
+        pb.ContainerStatsRequest(container_id=cid), timeout=60), keep)
+    rec.timed(n, "ListContainerStats", lambda: rt.ListContainerStats(
+        pb.ListContainerStatsRequest(), timeout=60), keep)
+
+
+def make_pods(side: Side, count: int) -> tuple[float, list[tuple[str, str]]]:
+    """``count`` pods of pause + 1 container with concurrency 10; (wall seconds, ids)."""
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        pods = list(pool.map(lambda _: run_pod(side), range(count)))
+    return time.perf_counter() - t0, pods
+
+
+def tear_down(side: Side, pods: Sequence[tuple[str, str]]) -> float:
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(CONCURRENCY) as pool:
+        list(pool.map(lambda p: remove_pod(side, p[0]), pods))
+    return time.perf_counter() - t0
+
+
+def memory(side: Side, pods: int) -> dict[str, float]:
+    """Server RSS (MB), its open fds, and the per-pod RSS of its helpers (MB)."""
+    helpers = side.helper_pids()
+    return {"server RSS": ctrd.rss_kib(side.pid) / 1024,
+            "server open fds": float(ctrd.open_fds(side.pid)),
+            "per-pod helper RSS": sum(ctrd.rss_kib(p) for p in helpers) / 1024 / pods,
+            "helpers": float(len(helpers))}
+
+
+def restart(side: Side, pods: int) -> float:
+    """Stop the server (its pods keep running), start it: seconds to the first ListPodSandbox
+    answering with all ``pods``."""
+    import grpc
+
+    from podkit.cri import api_pb2 as pb
+
+    side.stop()
+    t0 = time.perf_counter()
+    side.start()
+    side.connect()
+    while True:
+        try:
+            if len(side.rt.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=60).items) >= pods:
+                return time.perf_counter() - t0
+        except grpc.RpcError:
+            pass
+        time.sleep(0.01)
+
+
+def remove_everything(side: Side) -> None:
+    """Stop and remove every pod and image the bench left on a server still answering."""
+    from podkit.cri import api_pb2 as pb
+
+    if side.rt is None:
+        return
+    with contextlib.suppress(Exception):
+        items = side.rt.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=60).items
+        tear_down(side, [(p.id, "") for p in items])
+
+
+# ---- the run
+
+ROUND_CALLS = ("RunPodSandbox", "CreateContainer+StartContainer", "StopPodSandbox",
+               "RemovePodSandbox", "PullImage")
+HELD_CALLS = ("ExecSync", "ContainerStatus", "ListPodSandbox", "ListContainers",
+              "ContainerStats", "ListContainerStats")
+SCALE_CALLS = ("create pods, concurrency 10", "restart: first full List",
+               "tear down pods, concurrency 10")
+
+
+def per_round(sides: Sequence[Side], rec: Recorder, rounds: int, ref: str,
+              floor: Callable[[], None]) -> None:
+    """Pods and pulls, alternating who goes first; round 0 warms both up."""
+    for i in range(rounds + 1):
+        keep = i > 0
+        order = list(sides) if i % 2 == 0 else list(reversed(sides))
+        for side in order:
+            pod_round(side, rec, keep)
+        for side in order:
+            pull_round(side, rec, ref, keep)
+        rec.timed("floor", "PullImage", floor, keep)
+
+
+def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int,
+             count: int) -> dict[str, dict[str, float]]:
+    """``count`` pods held on each server: make, read, measure, restart, tear down.
+
+    containerd's pods are made first and torn down last, so podkit's side always works with
+    the other server's pods present too (the harder case)."""
+    pods = {}
+    for side in reversed(sides):
+        wall, pods[side.name] = make_pods(side, count)
+        rec.add(side.name, SCALE_CALLS[0], wall)
+    for i in range(rounds + 1):
+        order = list(sides) if i % 2 == 0 else list(reversed(sides))
+        for side in order:
+            held_round(side, rec, pods[side.name], i, i > 0)
+    mem = {side.name: memory(side, count) for side in sides}
+    for side in sides:
+        rec.add(side.name, SCALE_CALLS[1], restart(side, count))
+    for side in sides:
+        rec.add(side.name, SCALE_CALLS[2], tear_down(side, pods[side.name]))
+    return mem
+
+
+def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
+    t = rec.times
+    rows = [Row(c, t[("podkit", c)], t[("containerd", c)]) for c in ROUND_CALLS + HELD_CALLS]
+    rows.append(Row("PullImage vs floor fetch+sha256", t[("podkit", "PullImage")],
+                    t[("floor", "PullImage")], second="floor"))
+    rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit="s") for c in SCALE_CALLS]
+    rows += [Row(k, [mem["podkit"][k]], [mem["containerd"][k]], unit=u)
+             for k, u in (("server RSS", "MB"), ("per-pod helper RSS", "MB"),
+                          ("server open fds", "fds"))]
+    return rows
+
+
+@contextlib.contextmanager
+def profiled(pid: int, out: Path | None) -> Iterator[None]:
+    """py-spy (installed into this venv when missing) sampling ``pid`` while the block runs;
+    collapsed stacks to ``out``."""
+    if out is None:
+        yield
+        return
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([str(spy), "record", "-p", str(pid), "-r", "250", "-f", "raw",
+                             "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+
+
+def setup(base: Path, host: str, layouts: dict[str, Path]) -> tuple[PodkitSide, ContainerdSide]:
+    """Both servers' dirs, networks and images (the same layouts); neither started yet."""
+    from podkit.image import ImageStore, import_image
+
+    hosts = hosts_dir(base, host)
+    name, bridge, subnet = NETWORKS["podkit"]
+    pk_base = base / "podkit"
+    pk_conf = pk_base / "net.d"
+    ctrd.write_conflist(pk_conf, ctrd.conflist(name, bridge, subnet, pk_base / "ipam"))
+    podkit = PodkitSide(pk_base, pk_conf, hosts)
+    store = ImageStore(podkit.root)
+    for ref in (PAUSE, BUSYBOX):
+        import_image(store, layouts[ref], ref)
+    name, bridge, subnet = NETWORKS["containerd"]
+    c_base = base / "containerd"
+    c_conf = c_base / "net.d"
+    ctrd.write_conflist(c_conf, ctrd.conflist(name, bridge, subnet, c_base / "ipam"))
+    instance = ctrd.Containerd(c_base, ctrd.config_toml(
+        c_base, sandbox_image=PAUSE, cni_conf_dir=c_conf, registry_config_dir=hosts))
+    return podkit, ContainerdSide(c_base, instance)
+
+
+def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
+    from podkit.image import ImageStore, import_image, push
+
+    layouts = build_images(base / "images")
+    rec = Recorder()
+    with registry(base) as host:
+        ref = f"{host}/{BIG}"
+        src = ImageStore(base / "push")
+        import_image(src, layouts[BIG], ref)
+        push(src, ref)
+        podkit, containerd = setup(base, host, layouts)
+        instance = containerd.instance
+        try:
+            instance.cover_shim_dir()
+            instance.start()
+            for name in (PAUSE, BUSYBOX):
+                instance.import_archive(archive(layouts[name], base / "images" /
+                                                f"{name.rsplit('/', 1)[1]}.tar"))
+            podkit.start()
+            sides: list[Side] = [podkit, containerd]
+            for side in sides:
+                side.connect()
+            floor = pull_floor(host, layouts[BIG], base / "floor")
+            with profiled(podkit.pid, profile):
+                per_round(sides, rec, rounds, ref, floor)
+            mem = at_scale(sides, rec, rounds, scale)
+        except BaseException:
+            print(f"containerd log:\n{instance.log_tail()}", file=sys.stderr)
+            raise
+        finally:
+            for side in (podkit, containerd):
+                remove_everything(side)
+            podkit.cleanup(NETWORKS["podkit"][1])
+            instance.cleanup(NETWORKS["containerd"][1], NETWORKS["containerd"][0])
+    print(f"helpers with {scale} pods: podkit {mem['podkit']['helpers']:.0f} conmon, "
+          f"containerd {mem['containerd']['helpers']:.0f} containerd-shim-runc-v2")
+    return build_rows(rec, mem)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--profile", type=Path,
+                        help="py-spy collapsed stacks of the podkit server (per-round calls)")
+    opts = parser.parse_args()
+    if os.environ.get("PODKIT_ISOLATED") != "1" or os.geteuid() != 0:
+        print("run as root under scripts/isolated", file=sys.stderr)
+        return 2
+    rounds = env_int("BENCH_ROUNDS", 20)
+    scale = env_int("BENCH_SCALE_PODS", 100)
+    ctrd.ensure_installed()
+    version = subprocess.run(["containerd", "--version"], capture_output=True, text=True,
+                             check=True).stdout.split()[2]
+    base = Path(tempfile.mkdtemp(prefix="pk-vs-containerd-"))
+    try:
+        rows = run(base, rounds, scale, opts.profile)
+    finally:
+        ctrd.unmount_under(base)
+        shutil.rmtree(base, ignore_errors=True)
+    print(render(rows, f"podkit vs containerd {version} (CRI over gRPC, runc; {rounds} rounds, "
+                       f"{scale} pods at scale)"))
+    if opts.json:
+        Path(opts.json).write_text(json.dumps({"rounds": rounds, "scale_pods": scale,
+                                               "containerd": version,
+                                               "rows": as_json(rows)}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

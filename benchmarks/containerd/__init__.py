@@ -1,0 +1,2 @@
+"""Helpers of bench_vs_containerd: a private containerd (``instance``), the images and the
+registry both servers use (``images``), the table (``report``)."""

@@ -1,0 +1,112 @@
+"""The side-by-side table of bench_vs_containerd (pure): samples per call, the ratio
+podkit / containerd against the goals of issue 16, rendering and JSON."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+# The goals of issue 16 (podkit / containerd); None: measured, no goal.
+GOALS: dict[str, float | None] = {
+    "RunPodSandbox": 0.75, "CreateContainer+StartContainer": 0.75, "StopPodSandbox": 0.75,
+    "RemovePodSandbox": 0.75, "ExecSync": 0.75, "ContainerStatus": 0.75,
+    "ListContainers": 0.75, "ListPodSandbox": 0.75, "ListContainerStats": 0.75,
+    "ContainerStats": None, "PullImage": 1.0, "PullImage vs floor fetch+sha256": 1.15,
+    "server RSS": 1.0, "per-pod helper RSS": 0.35, "server open fds": None,
+    "create pods, concurrency 10": 0.75, "restart: first full List": 1.0,
+    "tear down pods, concurrency 10": None,
+}
+
+
+
+
+@attrs.define(slots=True)
+class Row:
+    """One line of the table: samples (seconds, or one value in ``unit``) for both sides."""
+
+    call: str
+    podkit: list[float]
+    containerd: list[float]
+    unit: str = "ms"
+    second: str = "containerd"  # what the right-hand column is (a floor for some rows)
+
+    @property
+    def goal(self) -> float | None:
+        return GOALS.get(self.call)
+
+    @property
+    def ratio(self) -> float:
+        other = median(self.containerd)
+        return median(self.podkit) / other if other else float("inf")
+
+    @property
+    def met(self) -> str:
+        if self.goal is None:
+            return ""
+        return "yes" if self.ratio <= self.goal else "MISS"
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("median of no samples")
+    return statistics.median(values)
+
+
+def p90(values: Sequence[float]) -> float:
+    """The 90th percentile (inclusive method; the value itself for one sample)."""
+    if len(values) < 2:
+        return median(values)
+    return statistics.quantiles(values, n=10, method="inclusive")[8]
+
+
+def _cell(values: Sequence[float], unit: str) -> str:
+    if unit == "ms":
+        return f"{median(values) * 1000:.1f} / {p90(values) * 1000:.1f} ms"
+    if unit == "s":
+        return f"{median(values):.2f} s"
+    if unit == "MB":
+        return f"{median(values):.1f} MB"
+    return f"{median(values):.0f} {unit}".rstrip()
+
+
+def render(rows: Sequence[Row], title: str) -> str:
+    """The side-by-side table: call | podkit | containerd | ratio | goal | met."""
+    head = ("call", "podkit median / p90", "containerd median / p90", "ratio", "goal", "met")
+    lines = [[r.call,
+              _cell(r.podkit, r.unit), _cell(r.containerd, r.unit), f"{r.ratio:.2f}",
+              "" if r.goal is None else f"<= {r.goal:.2f}", r.met] for r in rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *lines, strict=True)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    out = [title, fmt(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [fmt(line) for line in lines]
+    misses = [r.call for r in rows if r.met == "MISS"]
+    out.append(f"goals missed: {', '.join(misses)}" if misses else "every goal met")
+    return "\n".join(out)
+
+
+def as_json(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    return [{"call": r.call, "unit": r.unit, "podkit_median": median(r.podkit),
+             "podkit_p90": p90(r.podkit), "other": r.second,
+             "other_median": median(r.containerd), "other_p90": p90(r.containerd),
+             "ratio": r.ratio, "goal": r.goal, "met": r.met} for r in rows]
+
+
+def env_int(name: str, default: int) -> int:
+    """A positive integer knob from the environment."""
+    raw = os.environ.get(name, "")
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"${name}={raw!r}: not an integer") from None
+    if value < 1:
+        raise ValueError(f"${name}={raw!r}: must be at least 1")
+    return value
