@@ -3,16 +3,21 @@
 ``snapshot()`` returns a set of short strings, one per resource that tests create and must remove:
 runc/crun containers (state directories in the default roots and in roots tests register with
 ``register_runtime_root``), pinned network namespaces, network links in the current network
-namespace, host-local IPAM reservations, podkit cgroups and mounts under the test and podkit
-directories. ``diff(before, after)`` lists what is new. Everything is read from /proc, /sys and
-the file system (plus one netlink dump), so a snapshot takes a few milliseconds.
+namespace, host-local IPAM reservations, podkit cgroups (cgroupfs dirs, and the systemd
+driver's ``cri-podkit-*.scope`` cgroups in any slice) and mounts under the test and podkit
+directories, and, when systemd is PID 1, its ``cri-podkit-*`` units (a failed scope has no
+cgroup but stays listed). ``diff(before, after)`` lists what is new. Everything is read from
+/proc, /sys and the file system (plus one netlink dump, and one ``systemctl`` call under
+systemd), so a snapshot takes a few milliseconds.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import struct
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -25,6 +30,8 @@ CGROUP_PREFIXES = ("pk-", "podkit")
 # Parents every podkit container's cgroup sits under (``/podkit/<id>``, like containerd's
 # ``/k8s.io``): runtimes create them and leave them. Not a leak themselves; what is below them is.
 NAMESPACE_CGROUPS = ("podkit",)
+SCOPE_PREFIX = "cri-podkit-"  # the systemd driver's scopes: cri-podkit-<id>.scope
+SYSTEMD_RUN_DIR = "/run/systemd/system"
 MOUNT_PREFIXES = ("/run/netns/", "/tmp/pytest-", "/var/lib/podkit", "/run/podkit")
 IPAM_BOOKKEEPING = ("lock",)  # host-local's own files; last_reserved_ip.N is matched by prefix
 
@@ -42,7 +49,7 @@ def register_ipam_dir(path: str | os.PathLike[str]) -> None:
     _ipam_dirs.add(os.path.abspath(os.fspath(path)))
 
 
-KINDS = ("container", "netns", "link", "ipam", "cgroup", "mount", "state")
+KINDS = ("container", "netns", "link", "ipam", "cgroup", "unit", "mount", "state")
 # podkit's default state and data dirs: tests must use temp dirs, so anything new here leaked.
 STATE_DIRS = ("/run/podkit", "/var/lib/podkit")
 
@@ -68,6 +75,9 @@ def snapshot(kinds: Iterable[str] = KINDS) -> frozenset[str]:
         items.update(ipam_reservations((*DEFAULT_IPAM_DIRS, *sorted(_ipam_dirs))))
     if "cgroup" in wanted:
         items.update(cgroups(CGROUP_ROOT, CGROUP_PREFIXES))
+        items.update(scopes(CGROUP_ROOT))
+    if "unit" in wanted:
+        items.update(units())
     if "mount" in wanted:
         items.update(mounts(_read("/proc/self/mountinfo"), MOUNT_PREFIXES))
     if "state" in wanted:
@@ -196,6 +206,43 @@ def cgroups(root: str, prefixes: tuple[str, ...], depth: int = 4) -> set[str]:
             if child.name.startswith(prefixes):
                 walk(child.path, 1)
     return out
+
+
+def _hierarchies(root: str) -> list[str]:
+    """The cgroup hierarchies under ``root``: itself (v2 mounted there) or each v1 one."""
+    if os.path.exists(os.path.join(root, "cgroup.procs")):
+        return [root]
+    return [t.path for t in _subdirs(root) if os.path.exists(os.path.join(t.path, "cgroup.procs"))]
+
+
+def scopes(root: str, depth: int = 6) -> set[str]:
+    """The systemd driver's scopes (``cri-podkit-*.scope``) in any slice of each hierarchy,
+    as ``"cgroup <path>"``; only ``*.slice`` dirs are walked, ``depth`` levels at most."""
+    out: set[str] = set()
+
+    def walk(path: str, level: int) -> None:
+        for sub in _subdirs(path):
+            if sub.name.startswith(SCOPE_PREFIX) and sub.name.endswith(".scope"):
+                out.add(f"cgroup {sub.path}")
+            elif sub.name.endswith(".slice") and level < depth:
+                walk(sub.path, level + 1)
+
+    for top in _hierarchies(root):
+        walk(top, 1)
+    return out
+
+
+def units(run_dir: str = SYSTEMD_RUN_DIR) -> set[str]:
+    """systemd's ``cri-podkit-*`` units, loaded in any state, as ``"unit <name>"``; none
+    without systemd as PID 1 (``run_dir`` missing) or without ``systemctl``."""
+    systemctl = shutil.which("systemctl")
+    if not os.path.isdir(run_dir) or systemctl is None:
+        return set()
+    out = subprocess.run(
+        [systemctl, "list-units", "--all", "--plain", "--no-legend", "--full",
+         f"{SCOPE_PREFIX}*"], capture_output=True, text=True, timeout=30, check=False,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SYSTEMD_PAGER": ""})
+    return {f"unit {line.split()[0]}" for line in out.stdout.splitlines() if line.strip()}
 
 
 def _unescape(field: str) -> str:
