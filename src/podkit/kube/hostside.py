@@ -27,6 +27,7 @@ __all__ = [
     "check_host_path",
     "make_volumes",
     "project_files",
+    "remove_created",
     "remove_volumes",
 ]
 
@@ -177,11 +178,12 @@ def _make_empty_dir(vol: VolumePlan) -> None:
     _own(path, vol.fs_group, 0o660)
 
 
-def make_volumes(volumes: Sequence[VolumePlan]) -> None:
-    """Make every volume of a pod; on an error, remove what this call made and raise it.
+def make_volumes(volumes: Sequence[VolumePlan]) -> list[Path]:
+    """Make every volume of a pod; the hostPaths it created (``OrCreate`` types), for
+    :func:`remove_created` when the pod is undone. On an error, removes what it made.
 
     Kinds: emptyDir, hostPath, configMap, secret, downwardAPI. hostPath contents are never
-    changed; a hostPath this call created (an ``OrCreate`` type) is removed again on failure.
+    changed.
     """
     made_host: list[Path] = []
     done: list[VolumePlan] = []
@@ -199,9 +201,15 @@ def make_volumes(volumes: Sequence[VolumePlan]) -> None:
                 raise InvalidArgumentError(f"volume {vol.name!r}: unknown kind {vol.kind!r}")
     except BaseException:
         remove_volumes(done)
-        for p in made_host:
-            _remove_if_empty(p)
+        remove_created(made_host)
         raise
+    return made_host
+
+
+def remove_created(paths: Iterable[Path]) -> None:
+    """Remove hostPaths :func:`make_volumes` created, while still empty (innermost first)."""
+    for path in sorted(paths, key=lambda p: len(p.parts), reverse=True):
+        _remove_if_empty(path)
 
 
 def _remove_if_empty(path: Path) -> None:

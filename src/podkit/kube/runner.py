@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -131,6 +132,7 @@ class _Pod:
     apps: list[ContainerRun] = attrs.field(factory=list)
     status: str = "Pending"
     reason: str = ""
+    made: list[Path] = attrs.field(factory=list)  # hostPaths this play created
 
     def result(self, mgr: Pods) -> PodResult:
         def one(run: ContainerRun, init: bool) -> ContainerResult:
@@ -198,7 +200,7 @@ def _start_pod(mgr: Pods, pod: _Pod, *, wait: bool, deadline: float, clock: Cloc
     plan = pod.plan
     for c in (*plan.init_containers, *plan.containers):
         _ensure_image(mgr, plan, c, pull)
-    hostside.make_volumes(plan.volumes)
+    pod.made = hostside.make_volumes(plan.volumes)
     try:
         pod.sandbox = mgr.run_sandbox(plan.sandbox)
         pod.status = "Pending"
@@ -224,6 +226,7 @@ def _undo(mgr: Pods, pod: _Pod) -> None:
         mgr.remove_sandbox(pod.sandbox.id)
         pod.sandbox = None
     hostside.remove_volumes(pod.plan.volumes)
+    hostside.remove_created(pod.made)
 
 
 def _run_init(mgr: Pods, pod: _Pod, run: ContainerRun, *, wait: bool, deadline: float,
