@@ -1,0 +1,202 @@
+"""The pure parts of benchmarks/bench_vs_containerd.py: containerd's config.toml, the CNI
+conflist, the cleanup finders (mounts, iptables chains), the goals and the table. No
+containerd needed; the benchmark itself runs under ``make bench``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+from containerd import instance, report  # noqa: E402
+from containerd.images import BIG, hosts_dir, write_layout  # noqa: E402
+
+CRI = "io.containerd.grpc.v1.cri"
+
+
+def _config(tmp_path: Path, **kw: object) -> dict[str, object]:
+    text = instance.config_toml(tmp_path, sandbox_image="localhost/pk-vs/pause:1",
+                                cni_conf_dir=tmp_path / "net.d", **kw)  # type: ignore[arg-type]
+    return tomllib.loads(text)
+
+
+def test_config_toml_keeps_everything_under_the_temp_dir(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, registry_config_dir=tmp_path / "certs.d")
+    assert cfg["version"] == 2
+    assert cfg["root"] == str(tmp_path / "root")
+    assert cfg["state"] == str(tmp_path / "state")
+    assert cfg["grpc"] == {"address": str(tmp_path / "containerd.sock")}
+    assert cfg["ttrpc"] == {"address": str(tmp_path / "containerd.sock.ttrpc")}
+    assert cfg["debug"]["address"] == "" and cfg["metrics"]["address"] == ""  # type: ignore[index]
+    cri = cfg["plugins"][CRI]  # type: ignore[index]
+    assert cri["sandbox_image"] == "localhost/pk-vs/pause:1"
+    assert cri["restrict_oom_score_adj"] is True
+    assert cri["containerd"]["snapshotter"] == "overlayfs"
+    runc = cri["containerd"]["runtimes"]["runc"]
+    assert runc["runtime_type"] == "io.containerd.runc.v2"
+    assert runc["options"] == {"SystemdCgroup": False, "Root": str(tmp_path / "runc")}
+    assert cri["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": str(tmp_path / "net.d"),
+                          "max_conf_num": 1}
+    assert cri["registry"] == {"config_path": str(tmp_path / "certs.d")}
+    assert "io.containerd.internal.v1.opt" in cfg["disabled_plugins"]  # type: ignore[operator]
+    # the tasks service needs the v1 runtime registered: disabling it disables the CRI plugin
+    assert "io.containerd.runtime.v1.linux" not in cfg["disabled_plugins"]  # type: ignore[operator]
+
+
+def test_config_toml_without_a_registry_dir_has_no_registry_table(tmp_path: Path) -> None:
+    assert "registry" not in _config(tmp_path)["plugins"][CRI]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("image", ["", 'bad"quote', "two\nlines"])
+def test_config_toml_refuses_an_image_it_cannot_write(tmp_path: Path, image: str) -> None:
+    with pytest.raises(ValueError, match="sandbox_image") as err:
+        instance.config_toml(tmp_path, sandbox_image=image, cni_conf_dir=tmp_path)
+    assert repr(image) in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_conflist_is_bridge_without_masquerade_and_portmap(tmp_path: Path) -> None:
+    conf = instance.conflist("pk-vs-x", "pkvsx", "10.93.0.0/16", tmp_path / "ipam")
+    path = instance.write_conflist(tmp_path / "net.d", conf)
+    loaded = json.loads(path.read_text())
+    assert path.name == "10-pk-vs-x.conflist"
+    assert [p["type"] for p in loaded["plugins"]] == ["bridge", "portmap"]
+    bridge = loaded["plugins"][0]
+    assert bridge["bridge"] == "pkvsx" and bridge["ipMasq"] is False
+    assert bridge["ipam"]["dataDir"] == str(tmp_path / "ipam")
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.93.0.0/16"}]]
+
+
+@pytest.mark.parametrize("bridge", ["", "much-too-long-bridge", "Bad Name"])
+def test_conflist_refuses_a_bad_bridge_name(tmp_path: Path, bridge: str) -> None:
+    with pytest.raises(ValueError, match="bridge name") as err:
+        instance.conflist("n", bridge, "10.93.0.0/16", tmp_path)
+    assert repr(bridge) in str(err.value)
+
+
+def test_mounts_under_finds_the_dir_and_below_deepest_first() -> None:
+    info = "\n".join([
+        "22 1 0:21 / / rw - ext4 /dev/vda rw",
+        "30 22 0:40 / /tmp/pk-vs-1/root rw - tmpfs x rw",
+        "31 30 0:41 / /tmp/pk-vs-1/root/a/rootfs rw - overlay overlay rw",
+        "32 22 0:42 / /tmp/pk-vs-10 rw - tmpfs x rw",
+        "33 22 0:43 / /tmp/pk-vs-1/with\\040space rw - tmpfs x rw",
+    ])
+    assert instance.mounts_under(info, "/tmp/pk-vs-1/") == [
+        "/tmp/pk-vs-1/root/a/rootfs", "/tmp/pk-vs-1/root", "/tmp/pk-vs-1/with space"]
+    assert instance.mounts_under(info, "/elsewhere") == []
+
+
+def test_cni_chains_finds_only_the_chains_of_one_network() -> None:
+    save = "\n".join([
+        "*nat",
+        ":CNI-HOSTPORT-DNAT - [0:0]",
+        ":CNI-DN-aaa - [0:0]",
+        ":CNI-DN-bbb - [0:0]",
+        ":CNI-0123 - [0:0]",
+        '-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"pk-vs-c\\" id: '
+        '\\"x\\"" -m multiport --dports 80 -j CNI-DN-aaa',
+        '-A CNI-HOSTPORT-DNAT -p tcp -m comment --comment "dnat name: \\"other\\" id: '
+        '\\"y\\"" -m multiport --dports 80 -j CNI-DN-bbb',
+        '-A POSTROUTING -s 10.92.0.5/32 -m comment --comment "name: \\"pk-vs-c\\" id: '
+        '\\"x\\"" -j CNI-0123',
+        '-A PREROUTING -m comment --comment "name: \\"pk-vs-c\\"" -j CNI-HOSTPORT-DNAT',
+        "COMMIT",
+    ])
+    assert instance.cni_chains(save, "pk-vs-c") == ["CNI-DN-aaa", "CNI-0123"]
+    assert instance.cni_chains(save, "pk-vs") == []
+
+
+def _row(call: str, podkit: list[float], other: list[float], **kw: str) -> report.Row:
+    return report.Row(call, podkit, other, **kw)
+
+
+def test_goals_cover_every_measure_of_the_issue() -> None:
+    for call in ("RunPodSandbox", "CreateContainer+StartContainer", "StopPodSandbox",
+                 "RemovePodSandbox", "ExecSync", "ContainerStatus", "ListContainers",
+                 "ListPodSandbox", "ListContainerStats", "create pods, concurrency 10"):
+        assert report.GOALS[call] == 0.75
+    assert report.GOALS["PullImage"] == 1.0
+    assert report.GOALS["server RSS"] == 1.0
+    assert report.GOALS["per-pod helper RSS"] == 0.35
+    assert report.GOALS["restart: first full List"] == 1.0
+
+
+def test_a_row_meets_its_goal_at_the_limit_and_misses_above() -> None:
+    assert _row("RunPodSandbox", [0.075], [0.1]).met == "yes"
+    miss = _row("RunPodSandbox", [0.08, 0.076, 0.09], [0.1])
+    assert miss.ratio == pytest.approx(0.8)
+    assert miss.met == "MISS"
+    assert _row("ContainerStats", [5.0], [1.0]).met == ""  # measured, no goal
+
+
+def test_p90_and_median() -> None:
+    values = [float(v) for v in range(1, 11)]
+    assert report.median(values) == 5.5
+    assert report.p90(values) == pytest.approx(9.1)
+    assert report.p90([3.0]) == 3.0
+    with pytest.raises(ValueError, match="no samples"):
+        report.median([])
+
+
+def test_render_prints_one_table_and_names_the_misses() -> None:
+    rows = [_row("RunPodSandbox", [0.050, 0.060], [0.100, 0.100]),
+            _row("server RSS", [75.0], [50.0], unit="MB"),
+            _row("PullImage vs floor fetch+sha256", [0.2], [0.1], second="floor"),
+            _row("restart: first full List", [0.5], [1.0], unit="s")]
+    text = report.render(rows, "title")
+    lines = text.splitlines()
+    assert lines[0] == "title"
+    assert lines[1].split("|")[1:-1] == [
+        " call                            ", " podkit median / p90 ",
+        " containerd median / p90 ", " ratio ", " goal    ", " met  "]
+    assert "| 55.0 / 59.0 ms " in lines[3] and "| 0.55 " in lines[3] and "| yes " in lines[3]
+    assert "| 75.0 MB " in lines[4] and "| 1.50 " in lines[4] and "| MISS |" in lines[4]
+    assert "| 2.00 " in lines[5] and "| <= 1.15 " in lines[5]
+    assert "| 0.50 s " in lines[6]
+    assert lines[-1] == "goals missed: server RSS, PullImage vs floor fetch+sha256"
+    assert len({len(line) for line in lines[1:-1]}) == 1  # one width per column
+    assert report.render(rows[:1], "t").splitlines()[-1] == "every goal met"
+
+
+def test_as_json_carries_the_numbers() -> None:
+    [out] = report.as_json([_row("ExecSync", [0.01], [0.02])])
+    assert out["ratio"] == 0.5 and out["goal"] == 0.75 and out["met"] == "yes"
+    assert out["other"] == "containerd" and out["podkit_p90"] == 0.01
+
+
+@pytest.mark.parametrize(("raw", "why"), [("x", "not an integer"), ("0", "at least 1")])
+def test_env_int_names_the_variable_and_value(monkeypatch: pytest.MonkeyPatch, raw: str,
+                                             why: str) -> None:
+    monkeypatch.setenv("BENCH_ROUNDS", raw)
+    with pytest.raises(ValueError, match=why) as err:
+        report.env_int("BENCH_ROUNDS", 20)
+    assert f"$BENCH_ROUNDS={raw!r}" in str(err.value)
+
+
+def test_env_int_default_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BENCH_SCALE_PODS", raising=False)
+    assert report.env_int("BENCH_SCALE_PODS", 100) == 100
+    monkeypatch.setenv("BENCH_SCALE_PODS", "7")
+    assert report.env_int("BENCH_SCALE_PODS", 100) == 7
+
+
+def test_layouts_name_the_image_for_both_importers(tmp_path: Path) -> None:
+    layout = write_layout(tmp_path / "l", [b"layer"], {"Cmd": ["sh"]}, "localhost/x/y:1")
+    [man] = json.loads((layout / "index.json").read_text())["manifests"]
+    assert man["annotations"]["io.containerd.image.name"] == "localhost/x/y:1"
+    blob = json.loads((layout / "blobs" / "sha256" / man["digest"][7:]).read_text())
+    assert len(blob["layers"]) == 1 and ":" in BIG
+
+
+def test_hosts_dir_serves_the_registry_over_plain_http(tmp_path: Path) -> None:
+    hosts = hosts_dir(tmp_path, "127.0.0.1:5999")
+    text = (hosts / "127.0.0.1:5999" / "hosts.toml").read_text()
+    assert tomllib.loads(text) == {"server": "http://127.0.0.1:5999", "host": {
+        "http://127.0.0.1:5999": {"capabilities": ["pull", "resolve"]}}}
