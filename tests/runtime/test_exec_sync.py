@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,3 +201,38 @@ def test_no_descriptor_or_thread_left_and_descriptors_past_1024_work(pod: Pod) -
             pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], timeout)
         assert pod.tool_procs() == {}
     assert settled(counts) == before
+
+
+# -- a timeout while the runtime is still starting the process (issue 13) --------------------
+
+
+@pytest.fixture
+def runc_pod(runc: Runc, tmp_path: Path, busybox_rootfs: Path) -> Iterator[Pod]:
+    p = Pod(InProcessSupervisor(runc), runc, tmp_path, busybox_rootfs)
+    yield p
+    with contextlib.suppress(NotFoundError):
+        p.sup.delete(p.id, force=True)
+    assert runc.list() == []
+    unified = Path("/sys/fs/cgroup/unified")
+    if not os.path.ismount(unified):
+        shutil.rmtree(unified / p.id, ignore_errors=True)
+
+
+STEPS, ROUNDS = 60, 3  # the window is a few percent of an exec's start: ~99 % of runs hit it
+
+
+def test_a_timeout_anywhere_in_the_exec_start_leaves_only_init(runc_pod: Pod) -> None:
+    # timeouts spread from almost 0 to one whole exec of `true`: some fire before the runtime
+    # forks, some while its helpers clone the process, some after the process runs but before
+    # the runtime wrote --pid-file (it sits in its own session then, out of the runtime's
+    # process group). After each, the container holds its init alone and nothing is left over
+    pod = runc_pod
+    start = time.monotonic()
+    pod.runc.exec_sync(pod.id, ["true"], 60)
+    whole = time.monotonic() - start
+    for step in range(STEPS * ROUNDS):
+        timeout = whole * (step % STEPS + 1 + step // STEPS / ROUNDS) / STEPS
+        with pytest.raises(RuntimeTimeoutError):
+            pod.runc.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], timeout)
+        assert pod.runc.ps(pod.id) == [pod.init], f"timeout {timeout:.4f} s (step {step})"
+        assert pod.tool_procs() == {}, f"timeout {timeout:.4f} s (step {step})"

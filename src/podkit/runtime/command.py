@@ -21,6 +21,7 @@ import attrs
 
 from podkit import _proc
 from podkit.runtime.base import ExitStatus
+from podkit.runtime.children import KilledChildren, kill_children
 from podkit.runtime.errors import OCIRuntimeError, RuntimeTimeoutError, parse_runtime_error
 from podkit.runtime.io import IO
 
@@ -204,16 +205,25 @@ class Command:
         return _proc.spawn(self.argv, env=self.env, fds=fds)
 
     def wait(self, child: _proc.Child, on_timeout: Callable[[], None] | None) -> int:
-        """The return code; after the timeout the process group is killed."""
+        """The return code; after the timeout the runtime is stopped, the processes it started
+        (its children, in whatever session) are killed, then its process group, and all of
+        them are reaped before ``RuntimeTimeoutError`` is raised."""
         limit = self.timeout
         try:
             return child.wait(limit if limit > 0 else None)
         except _proc.ProcTimeout:
-            if on_timeout is not None:
-                on_timeout()
-            child.kill_group()
+            with KilledChildren() as killed:
+                try:
+                    kill_children(child.pid, killed)
+                    if on_timeout is not None:
+                        on_timeout()
+                finally:
+                    child.kill_group()
+                started, left = len(killed.pidfds), killed.wait_gone()
+            detail = (f"processes it started are still there: {left}" if left else
+                      f"it and its process group were killed, and {started} processes it started")
             raise RuntimeTimeoutError(
-                f"{self.name} did not finish within {limit} s; its process group was killed",
+                f"{self.name} did not finish within {limit} s; {detail}",
                 self.argv,
             ) from None
         except BaseException:
