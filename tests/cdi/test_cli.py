@@ -33,9 +33,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_list(specdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list")
+    assert (rc, out) == (0, "NAME\nvendor.com/dev=zero\n")
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list", "-q")
     assert (rc, out) == (0, "vendor.com/dev=zero\n")
     rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list", "-v")
-    assert out == f"vendor.com/dev=zero\t{specdir / 'a.yaml'}\n"
+    assert [line.split() for line in out.splitlines()] == [
+        ["NAME", "SPEC", "PRIORITY"], ["vendor.com/dev=zero", str(specdir / "a.yaml"), "0"]]
     rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list", "-o", "json")
     data = json.loads(out)
     assert data[0]["name"] == "vendor.com/dev=zero"
@@ -47,10 +50,14 @@ def test_list(specdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_show(specdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev=zero")
     data = json.loads(out)
-    assert data["specContainerEdits"] == {"env": ["SPEC=1"]}
+    assert data["spec_container_edits"] == {"env": ["SPEC=1"]}
+    assert data["cdi_version"] and data["device"]["name"] == "zero"
     assert data["spec"] == str(specdir / "a.yaml") and data["priority"] == 0
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev=nope")
-    assert rc == 1 and "unresolvable CDI devices vendor.com/dev=nope" in err
+    assert rc == 3 and "unresolvable CDI devices vendor.com/dev=nope" in err  # not found
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev=zero",
+                     "-o", "yaml")
+    assert yaml.safe_load(out) == data
 
 
 def test_validate_and_dirs(specdir: Path, tmp_path: Path,
@@ -67,6 +74,9 @@ def test_validate_and_dirs(specdir: Path, tmp_path: Path,
     assert rc == 0
     assert [(r["priority"], r["path"]) for r in json.loads(out)] == [
         (0, str(specdir)), (1, str(tmp_path / "missing"))]
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "dirs")
+    assert out.splitlines()[0].split() == ["PRIORITY", "PATH", "ERRORS"]
+    assert out.splitlines()[1].split()[:2] == ["0", str(specdir)]
 
 
 def test_inject(specdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -77,10 +87,10 @@ def test_inject(specdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert rc == 0
     assert oci.Spec.from_json(out).process.env == ["PATH=/bin", "SPEC=1", "ZERO=1"]  # type: ignore[union-attr]
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "inject", str(cfg), "a.com/b=c")
-    assert rc == 1 and "unresolvable CDI devices a.com/b=c" in err
+    assert rc == 3 and "unresolvable CDI devices a.com/b=c" in err
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "inject",
                      str(tmp_path / "missing.json"), "vendor.com/dev=zero")
-    assert rc == 1 and "cannot read OCI spec" in err and "missing.json" in err
+    assert rc == 2 and "cannot read OCI spec" in err and "missing.json" in err
 
 
 def test_watch_prints_changes(specdir: Path) -> None:
@@ -105,14 +115,14 @@ def test_watch_prints_changes(specdir: Path) -> None:
 def test_malformed_names_are_name_errors(specdir: Path, tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev")
-    assert rc == 1 and 'unqualified device "vendor.com/dev", missing vendor' in err
+    assert rc == 2 and 'unqualified device "vendor.com/dev", missing vendor' in err
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "show", "vendor.com/dev=nope")
-    assert rc == 1 and "unresolvable CDI devices vendor.com/dev=nope" in err
+    assert rc == 3 and "unresolvable CDI devices vendor.com/dev=nope" in err
     cfg = tmp_path / "config.json"
     cfg.write_text(oci.Spec().to_json())
     rc, _, err = run(capsys, "cdi", "--spec-dir", str(specdir), "inject", str(cfg),
                      "vendor.com/dev=zero", "gpu=0")
-    assert rc == 1 and "invalid CDI device names" in err and '"gpu=0"' in err
+    assert rc == 2 and "invalid CDI device names" in err and '"gpu=0"' in err
     assert "unresolvable" not in err
 
 
@@ -122,9 +132,9 @@ def test_schema_option(specdir: Path, tmp_path: Path, shared: Path,
         {"name": "d", "containerEdits": {"hooks": [
             {"hookName": "prestart", "path": "/bin/true", "timeout": -1}]}}]}
     (specdir / "neg.json").write_text(json.dumps(neg))
-    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list")
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "list", "-q")
     assert (rc, out) == (0, "neg.com/c=d\nvendor.com/dev=zero\n")
-    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "--schema", "list")
+    rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "--schema", "list", "-q")
     assert (rc, out) == (0, "vendor.com/dev=zero\n")
     rc, out, _ = run(capsys, "cdi", "--spec-dir", str(specdir), "--schema", "validate")
     assert rc == 1 and "neg.json" in out and "schema validation failed" in out

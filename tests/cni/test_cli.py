@@ -80,3 +80,27 @@ def test_errors_are_podkit_errors(env: Path) -> None:
         _run(["cni", "add", "pk-cli", "--netns", "/x", "--id", "c", "--args", "novalue", *cache])
     with pytest.raises(PodkitError, match="CONTAINER_ID:IFNAME"):
         _run(["cni", "gc", "pk-cli", "--valid", "bad", *cache])
+
+
+def test_ls(env: Path, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> None:
+    from podkit.cli import main
+
+    assert main(["cni", "ls"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAME", "CNIVERSION", "PLUGINS", "FILE"]
+    assert lines[1].split() == ["pk-cli", "1.1.0", "pk-test", str(env / "net.d/10-pk.conflist")]
+    assert main(["cni", "ls", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{
+        "name": "pk-cli", "cni_version": "1.1.0", "plugins": ["pk-test"],
+        "file": str(env / "net.d/10-pk.conflist"), "disable_check": False,
+        "disable_gc": False}]
+    assert main(["cni", "ls", "-q"]) == 0
+    assert capsys.readouterr().out == "pk-cli\n"
+    (env / "net.d/20-bad.conflist").write_text("{")
+    assert main(["cni", "ls"]) == 2  # a config error: bad input, named
+    err = capsys.readouterr().err
+    assert "20-bad.conflist" in err and len(err.splitlines()) == 1
+    monkeypatch.setenv("NETCONFPATH", str(env / "none"))
+    assert main(["cni", "ls", "-o", "yaml"]) == 0
+    assert capsys.readouterr().out == "[]\n"

@@ -12,6 +12,8 @@ import yaml
 from podkit import cdi, oci
 from podkit.errors import InvalidArgumentError
 
+from .output import Column, add_output_options, emit
+
 
 def _validator(args: argparse.Namespace) -> cdi.SpecValidator | None:
     """The ``--schema`` / ``--schema-file`` validator, if asked for."""
@@ -37,30 +39,28 @@ def _emit(data: Any, fmt: str) -> None:
 
 
 def _device_info(d: cdi.LoadedDevice) -> dict[str, Any]:
+    """A device as ``list``/``show`` print it: snake_case keys; the device and the spec's
+    edits keep the CDI spec's own field names."""
     spec_edits = d.spec.spec.container_edits
     return {
         "name": d.qualified_name,
         "spec": d.spec.path,
         "priority": d.spec.priority,
-        "cdiVersion": d.spec.spec.cdi_version,
+        "cdi_version": d.spec.spec.cdi_version,
         "device": cdi.model_to_dict(d.device),
-        "specContainerEdits": cdi.model_to_dict(spec_edits) if spec_edits is not None else {},
+        "spec_container_edits": cdi.model_to_dict(spec_edits) if spec_edits is not None else {},
     }
+
+
+_NAME = Column("name", "NAME")
+_DEVICE_COLUMNS = (_NAME, Column("spec", "SPEC"), Column("priority", "PRIORITY"))
 
 
 def _list(args: argparse.Namespace) -> int:
     with _cache(args) as c:
-        if args.output == "text":
-            for name in c.list_devices():
-                if args.verbose:
-                    d = c.get_device(name)
-                    assert d is not None
-                    print(f"{name}\t{d.spec.path}")
-                else:
-                    print(name)
-        else:
-            devices = [c.get_device(n) for n in c.list_devices()]
-            _emit([_device_info(d) for d in devices if d is not None], args.output)
+        devices = [c.get_device(n) for n in c.list_devices()]
+    records = [_device_info(d) for d in devices if d is not None]
+    emit(args, records, _DEVICE_COLUMNS if args.verbose else (_NAME,), id_key="name")
     return 0
 
 
@@ -70,7 +70,7 @@ def _show(args: argparse.Namespace) -> int:
         d = c.get_device(args.name)
         if d is None:
             raise cdi.UnresolvableDevicesError([args.name])
-        _emit(_device_info(d), "yaml" if args.output == "yaml" else "json")
+        emit(args, _device_info(d), _DEVICE_COLUMNS, id_key="name")
     return 0
 
 
@@ -98,6 +98,10 @@ def _validate(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+_DIR_COLUMNS = (Column("priority", "PRIORITY"), Column("path", "PATH"),
+                Column("errors", "ERRORS", lambda v: "; ".join(v)))
+
+
 def _dirs(args: argparse.Namespace) -> int:
     with _cache(args) as c:
         errors = c.errors
@@ -105,13 +109,7 @@ def _dirs(args: argparse.Namespace) -> int:
             {"priority": i, "path": d, "errors": errors.get(d, [])}
             for i, d in enumerate(c.spec_dirs)
         ]
-    if args.output == "text":
-        for r in rows:
-            msgs: list[str] = r["errors"]
-            suffix = f"\t{'; '.join(msgs)}" if msgs else ""
-            print(f"{r['priority']}\t{r['path']}{suffix}")
-    else:
-        _emit(rows, args.output)
+    emit(args, rows, _DIR_COLUMNS, id_key="path")
     return 0
 
 
@@ -176,14 +174,15 @@ def register(subparsers: Any) -> None:
     def out(sp: argparse.ArgumentParser, default: str = "text") -> None:
         sp.add_argument("-o", "--output", choices=("text", "json", "yaml"), default=default)
 
-    sp = sub.add_parser("list", help="list resolvable devices")
-    sp.add_argument("-v", "--verbose", action="store_true", help="also show the spec file")
-    out(sp)
+    sp = sub.add_parser("list", help="list resolvable devices (-q: names only)")
+    sp.add_argument("-v", "--verbose", action="store_true",
+                    help="also show the spec file and its priority")
+    add_output_options(sp)
     sp.set_defaults(func=_list)
 
     sp = sub.add_parser("show", help="show one device and where it comes from")
     sp.add_argument("name", help="qualified device name vendor/class=name")
-    out(sp, "json")
+    add_output_options(sp, default="json")
     sp.set_defaults(func=_show)
 
     sp = sub.add_parser("validate", help="report invalid spec files (exit 1 if any)")
@@ -192,7 +191,7 @@ def register(subparsers: Any) -> None:
     sp.set_defaults(func=_validate)
 
     sp = sub.add_parser("dirs", help="spec directories, priorities and errors")
-    out(sp)
+    add_output_options(sp)
     sp.set_defaults(func=_dirs)
 
     sp = sub.add_parser("inject", help="inject devices into an OCI config.json, print it")

@@ -1,4 +1,4 @@
-"""``podkit cni add|check|del|status|gc|version NETWORK``: a cnitool work-alike.
+"""``podkit cni add|check|del|status|gc|version NETWORK`` (a cnitool work-alike) and ``cni ls``.
 
 Network configs come from ``NETCONFPATH`` (default ``/etc/cni/net.d``), plugins from
 ``CNI_PATH`` (default ``/opt/cni/bin:/usr/lib/cni``), as with cnitool; ``CNI_ARGS`` and
@@ -18,6 +18,8 @@ from typing import Any
 
 from podkit import cni
 from podkit.errors import InvalidArgumentError
+
+from .output import Column, add_output_options, emit
 
 DEFAULT_NETCONFPATH = "/etc/cni/net.d"
 DEFAULT_CNI_PATH = "/opt/cni/bin:/usr/lib/cni"
@@ -111,6 +113,23 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _network_record(conf: cni.NetworkConfigList) -> dict[str, Any]:
+    return {"name": conf.name, "cni_version": conf.cni_version,
+            "plugins": [p.type for p in conf.plugins], "file": conf.source,
+            "disable_check": conf.disable_check, "disable_gc": conf.disable_gc}
+
+
+_COLUMNS = (Column("name", "NAME"), Column("cni_version", "CNIVERSION"),
+            Column("plugins", "PLUGINS"), Column("file", "FILE"))
+
+
+def _ls(args: argparse.Namespace) -> int:
+    directory = os.environ.get("NETCONFPATH", DEFAULT_NETCONFPATH)
+    networks = cni.load_networks(directory) if os.path.isdir(directory) else []
+    emit(args, [_network_record(n) for n in networks], _COLUMNS, id_key="name")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     """Add the ``cni`` command group."""
     group = subparsers.add_parser("cni", help="run CNI networks (cnitool work-alike)",
@@ -142,4 +161,9 @@ def register(subparsers: Any) -> None:
         if name == "gc":
             p.add_argument("--valid", action="append", metavar="ID:IFNAME",
                            help="an attachment to keep (repeatable)")
+        if name != "version":
+            p.set_defaults(needs_root="run CNI plugins")
         p.set_defaults(func=func)
+    p = sub.add_parser("ls", help="list the networks in NETCONFPATH (-q: names only)")
+    add_output_options(p)
+    p.set_defaults(func=_ls)
