@@ -121,7 +121,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0) if isinstance(e.code, int) else ExitCode.USAGE
     args.command_after_dashdash = after
-    _legacy_remainder(args, after)
     debug = bool(getattr(args, "debug", False))
     with log_to(sys.stderr, debug=debug):
         try:
@@ -139,12 +138,6 @@ def _error(exc: BaseException, args: argparse.Namespace, debug: bool) -> str:
     if isinstance(exc, PermissionError) and what and os.geteuid() != 0 and not debug:
         return needs_root_line(what)
     return error_line(exc, debug=debug)
-
-
-def _legacy_remainder(args: Any, after: list[str] | None) -> None:
-    """A command still declaring a REMAINDER ``cmd`` positional gets the words after ``--``."""
-    if after is not None and getattr(args, "cmd", None) == []:
-        args.cmd = ["--", *after]
 
 
 if __name__ == "__main__":

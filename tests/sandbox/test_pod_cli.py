@@ -96,8 +96,8 @@ def cli_env(busybox_rootfs: Path, tmp_path: Path) -> Iterator[list[str]]:
     require_isolated()
     for b in ("runc", "conmon"):
         require_binary(b)
-    _leaks.register_runtime_root(tmp_path / "state" / "runc")
-    _leaks.register_ipam_dir(tmp_path / "state" / "ipam")
+    _leaks.register_runtime_root(tmp_path / "state" / "pods" / "runc")
+    _leaks.register_ipam_dir(tmp_path / "state" / "pods" / "ipam")
     copy_rootfs(busybox_rootfs, tmp_path / "rootfs")
     yield ["--root", str(tmp_path / "root"), "--state", str(tmp_path / "state")]
 
@@ -113,8 +113,9 @@ def test_pod_cli_end_to_end(
                                                 rootfs=tmp_path / "rootfs")))
         assert main(["pod", "run", str(f), *cli_env]) == 0
         out = capsys.readouterr().out
-        assert "pod pk-pod-cli" in out and "container web" in out
-        assert main(["pod", "run", str(f), *cli_env]) == 1  # duplicate name
+        assert out.splitlines()[0].split()[:3] == ["POD", "ID", "NAME"]
+        assert "pk-pod-cli" in out and "web:RUNNING" in out
+        assert main(["pod", "run", str(f), *cli_env]) == 4  # duplicate name: already exists
         assert "already reserved" in capsys.readouterr().err
 
         assert main(["pod", "ls", *cli_env]) == 0
@@ -131,7 +132,7 @@ def test_pod_cli_end_to_end(
         assert main(["pod", "ls", *cli_env]) == 0
         assert "NOTREADY" in capsys.readouterr().out
         assert main(["pod", "rm", "pk-pod-cli", *cli_env]) == 0
-        assert main(["pod", "rm", "pk-pod-cli", *cli_env]) == 1
+        assert main(["pod", "rm", "pk-pod-cli", *cli_env]) == 3
         assert "not found" in capsys.readouterr().err
     finally:
         main(["pod", "rm", "pk-pod-cli", *cli_env])
@@ -149,7 +150,7 @@ def test_pod_cli_infraless(
     text = POD.format(logs=tmp_path / "logs", rootfs=tmp_path / "rootfs")
     f.write_text(text[: text.index("pause:")])
     try:
-        assert main(["pod", "run", str(f), *cli_env]) == 1
+        assert main(["pod", "run", str(f), *cli_env]) == 2
         assert "--no-pause" in capsys.readouterr().err
         assert main(["pod", "run", "--no-pause", str(f), *cli_env]) == 0
         assert main(["pod", "exec", *cli_env, "pk-pod-cli", "web", "--", "hostname"]) == 0
