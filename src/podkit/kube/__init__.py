@@ -1,10 +1,23 @@
 """Kubernetes manifests to CRI configs, the way the kubelet maps them (``kube play``'s input).
 
-The plan models are in ``plan``; loading, validating and mapping modules build them.
+``load_manifests`` reads YAML files, ``plan_pods`` turns them into ``PodPlan`` objects (the
+sandbox, containers, volumes and policies ``kube play`` runs), ``pod_to_cri`` is the library
+face for one manifest, ``validate_pod`` refuses what the API server refuses. Fields podkit does
+not map are listed in ``PodPlan.warnings`` (errors with ``strict=True``), never dropped silently.
 """
 
 from __future__ import annotations
 
+from podkit.kube.dns import parse_resolv_conf
+from podkit.kube.fields import POD_FIELDS, unsupported_fields
+from podkit.kube.manifests import (
+    ConfigData,
+    Document,
+    ManifestError,
+    Manifests,
+    load_manifests,
+    parse_manifests,
+)
 from podkit.kube.plan import (
     POD_IP_PLACEHOLDER,
     ContainerPlan,
@@ -12,11 +25,31 @@ from podkit.kube.plan import (
     ProbeSpec,
     VolumePlan,
 )
+from podkit.kube.planner import DEFAULT_VOLUMES_ROOT, plan_pods, pod_to_cri
+from podkit.kube.resources import qos_class
+from podkit.kube.validate import PodValidationError, validate_pod
+from podkit.kube.workloads import default_uid
 
 __all__ = [
+    "DEFAULT_VOLUMES_ROOT",
+    "POD_FIELDS",
     "POD_IP_PLACEHOLDER",
+    "ConfigData",
     "ContainerPlan",
+    "Document",
+    "ManifestError",
+    "Manifests",
     "PodPlan",
+    "PodValidationError",
     "ProbeSpec",
     "VolumePlan",
+    "default_uid",
+    "load_manifests",
+    "parse_manifests",
+    "parse_resolv_conf",
+    "plan_pods",
+    "pod_to_cri",
+    "qos_class",
+    "unsupported_fields",
+    "validate_pod",
 ]

@@ -24,7 +24,9 @@ __all__ = [
     "Document",
     "ManifestError",
     "Manifests",
+    "check_document",
     "load_manifests",
+    "manifests_from",
     "parse_manifests",
 ]
 
@@ -160,7 +162,8 @@ def _documents(text: str, path: str) -> list[Document]:
     return docs
 
 
-def _check_kind(doc: Document) -> None:
+def check_document(doc: Document) -> None:
+    """Refuse a document of a kind (or apiVersion) podkit does not read, or without a name."""
     kind = doc.body.get("kind")
     api = doc.body.get("apiVersion")
     known = {**POD_KINDS, **_DATA_KINDS}
@@ -207,7 +210,7 @@ def parse_manifests(text: str, path: str = "<string>") -> list[Document]:
     """The documents of one YAML text, kinds checked; ``path`` names it in errors."""
     docs = _documents(text, path)
     for doc in docs:
-        _check_kind(doc)
+        check_document(doc)
     return docs
 
 
