@@ -175,3 +175,13 @@ def test_memory_empty_dir_is_a_sized_tmpfs(tmp_path: Path) -> None:
     finally:
         removed = remove_volumes([vol])
     assert removed == [str(path)] and not os.path.ismount(path) and not path.exists()
+
+
+def test_remove_takes_the_kubelet_pod_dir_along(tmp_path: Path) -> None:
+    pod = tmp_path / "demo_web_uid" / "volumes"
+    vols = [VolumePlan(name=n, kind="emptyDir", host_path=str(pod / n)) for n in ("a", "b")]
+    make_volumes(vols)
+    remove_volumes(vols[:1])
+    assert (pod / "b").is_dir()  # the pod dir stays while it holds another volume
+    remove_volumes(vols)
+    assert list(tmp_path.iterdir()) == []  # <pod>/volumes and <pod> gone; the root stays

@@ -72,7 +72,7 @@ def test_play_starts_labelled_pod_and_refuses_a_second_play() -> None:
     assert len(m.list_sandboxes()) == 1
     again = play(m, [plan], replace=True, clock=fc.clock)
     assert [s.id for s in m.list_sandboxes()] == [again.pods[0].sandbox_id] != [sb.id]
-    assert p.to_json()["containers"][0]["restartCount"] == 0  # type: ignore[index]
+    assert p.to_json()["containers"][0]["restart_count"] == 0  # type: ignore[index]
 
 
 def test_down_is_idempotent_and_runs_pre_stop() -> None:

@@ -8,7 +8,6 @@ downwardAPI files are projected like the kubelet's atomic writer: a timestamped 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import secrets
 import shutil
@@ -242,7 +241,10 @@ def remove_volumes(volumes: Iterable[VolumePlan]) -> list[str]:
         _unmount_all(path)
         shutil.rmtree(path)
         removed.append(str(path))
-    for parent in parents:
-        with contextlib.suppress(OSError):  # not empty: another volume's, or not ours
-            parent.rmdir()
+    for parent in parents:  # the pod's dirs: <pod>/volumes (the kubelet's layout), <pod>
+        for d in (parent, parent.parent) if parent.name == "volumes" else (parent,):
+            try:
+                d.rmdir()
+            except OSError:  # not empty: another volume's, or not ours
+                break
     return removed

@@ -54,7 +54,7 @@ class ContainerResult:
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "id": self.id, "init": self.init, "state": self.state,
-                "exitCode": self.exit_code, "restartCount": self.restarts}
+                "exit_code": self.exit_code, "restart_count": self.restarts}
 
 
 @attrs.frozen
@@ -76,9 +76,9 @@ class PodResult:
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "namespace": self.namespace, "uid": self.uid,
-                "source": self.source, "sandboxId": self.sandbox_id, "ip": self.ip,
-                "hostPorts": [{"hostPort": h, "containerPort": c, "protocol": p}
-                              for h, c, p in self.host_ports],
+                "source": self.source, "sandbox_id": self.sandbox_id, "ip": self.ip,
+                "host_ports": [{"host_port": h, "container_port": c, "protocol": p}
+                               for h, c, p in self.host_ports],
                 "containers": [c.to_json() for c in self.containers],
                 "status": self.status, "reason": self.reason, "warnings": list(self.warnings)}
 
@@ -114,7 +114,7 @@ class PodFailedError(PlayError):
     """An init container, an app container (restartPolicy Never) or a hook failed."""
 
 
-class PlayTimeoutError(PlayError):
+class PlayTimeoutError(PlayError, TimeoutError):
     """``timeout`` passed before every pod was ready (or completed)."""
 
 
