@@ -1,0 +1,134 @@
+"""``podkit kube play|down FILE...``: Kubernetes manifests run as pods, and removed again.
+
+``play`` maps every Pod (and the pod template of each Deployment, StatefulSet, DaemonSet and
+Job) the way the kubelet does (``podkit.kube``), then runs the plans on the pod manager:
+volumes, sandbox, init containers, app containers; with ``--wait`` until every pod is Ready
+(or, for restartPolicy Never/OnFailure, Succeeded). ``down`` removes exactly what the same
+files describe. Exit codes: already exists, timeout and failure are distinct (docs/kube.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from podkit.errors import InvalidArgumentError
+from podkit.kube import PodPlan
+from podkit.kube.manifests import load_manifests
+from podkit.kube.planner import plan_pods
+from podkit.kube.runner import PlayError, PlayResult, down, play
+
+from .dirs import podkit_root
+from .output import Column, add_output_options, render, short_id
+from .pod_time import parse_duration
+from .podctx import add_common, manager
+
+__all__ = ["register"]
+
+COLUMNS = (Column("pod", "POD"), Column("pod_id", "POD ID", short_id), Column("ip", "IP"),
+           Column("ports", "HOST PORTS"), Column("container", "CONTAINER"),
+           Column("id", "CONTAINER ID", short_id), Column("state", "STATE"),
+           Column("restarts", "RESTARTS"), Column("status", "POD STATUS"))
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``kube`` group."""
+    group = subparsers.add_parser("kube", help="run Kubernetes Pod manifests (kube play/down)")
+    sub = group.add_subparsers(dest="kube_command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("play", help="run the pods of Kubernetes manifests")
+    _inputs(p)
+    p.add_argument("--wait", action="store_true",
+                   help="wait until every pod is Ready (Job-like pods: Succeeded), restarting "
+                   "containers and running probes meanwhile")
+    p.add_argument("--timeout", default="5m", help="how long to wait (default 5m)")
+    p.add_argument("--replace", action="store_true", help="bring existing pods down first")
+    p.add_argument("--rm-on-failure", action="store_true",
+                   help="remove the pods when one fails or times out (default: leave them)")
+    p.add_argument("--strict", action="store_true",
+                   help="unsupported manifest fields are errors, not warnings")
+    p.add_argument("--pause-image", default="", metavar="REF",
+                   help="pause image in the image store (or --pause-rootfs DIR)")
+    add_output_options(p, quiet=False)
+    add_common(p)
+    p.set_defaults(func=cmd_play)
+
+    d = sub.add_parser("down", help="remove the pods the manifests describe")
+    _inputs(d)
+    add_common(d)
+    d.set_defaults(func=cmd_down)
+
+
+def _inputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="YAML manifests")
+    p.add_argument("--configmap", action="append", default=[], metavar="FILE",
+                   help="ConfigMap manifest(s) for volumes and env (repeatable)")
+    p.add_argument("--secret", action="append", default=[], metavar="FILE",
+                   help="Secret manifest(s) for volumes and env (repeatable)")
+    p.add_argument("--log-root", default="/var/log/pods", metavar="DIR",
+                   help="pod log directories go under it (default /var/log/pods)")
+
+
+def plans(args: argparse.Namespace, *, strict: bool = False) -> list[PodPlan]:
+    """The pod plans of the files on the command line (volumes under ROOT/kube)."""
+    manifests = load_manifests(args.files, configmap_files=args.configmap,
+                               secret_files=args.secret)
+    return plan_pods(manifests, volumes_root=str(podkit_root(args) / "kube"),
+                     log_root=args.log_root, strict=strict)
+
+
+def _rows(result: PlayResult) -> list[dict[str, Any]]:
+    rows = []
+    for p in result.pods:
+        ports = ",".join(f"{h}->{c}/{proto.lower()}" for h, c, proto in p.host_ports)
+        for c in p.containers:
+            rows.append({"pod": f"{p.namespace}/{p.name}", "pod_id": p.sandbox_id,
+                         "ip": p.ip or "host", "ports": ports,
+                         "container": c.name + (" (init)" if c.init else ""), "id": c.id,
+                         "state": c.state + (f" ({c.exit_code})" if c.exit_code else ""),
+                         "restarts": c.restarts, "status": p.status})
+    return rows
+
+
+def _print(args: argparse.Namespace, result: PlayResult) -> None:
+    if args.output == "table":
+        sys.stdout.write(render("table", _rows(result), COLUMNS))
+    else:
+        sys.stdout.write(render(args.output, result.to_json()))
+    sys.stdout.flush()
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """Map, then run; warnings on stderr; on a failure the pods left are printed first."""
+    timeout = parse_duration(args.timeout, "--timeout")
+    todo = plans(args, strict=args.strict)
+    for plan in todo:
+        for w in plan.warnings:
+            print(f"podkit: warning: {plan.source}: {w}", file=sys.stderr)
+    if not args.pause_rootfs and not args.pause_image:
+        raise InvalidArgumentError(
+            "kube play needs a pause: --pause-image REF (an image in the store) or "
+            "--pause-rootfs DIR (a rootfs with sleep)")
+    with manager(args, args.pause_rootfs, pause_image=args.pause_image,
+                 images_needed=True) as mgr:
+        try:
+            result = play(mgr, todo, wait=args.wait, timeout=timeout, replace=args.replace,
+                          rm_on_failure=args.rm_on_failure)
+        except PlayError as exc:
+            if exc.result.pods and not args.rm_on_failure:
+                _print(args, exc.result)
+            raise
+    _print(args, result)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    """Remove what the files describe; one note per pod."""
+    todo = plans(args)
+    with manager(args) as mgr:
+        result = down(mgr, todo)
+    for note in result.notes:
+        print(note)
+    return 0
