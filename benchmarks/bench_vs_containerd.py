@@ -17,7 +17,8 @@ both, alternating who goes first each round:
 It prints one table: median/p90 per call, the ratio podkit / containerd and the issue's goal.
 containerd (Debian's, installed when missing) runs from a temp dir and is stopped and removed
 at the end with everything it made. Knobs: ``BENCH_ROUNDS`` (20), ``BENCH_SCALE_PODS`` (100),
-``--profile DIR`` (py-spy of the podkit server during the per-round calls).
+``--profile DIR`` (py-spy of the podkit server: ``rounds.txt`` during the per-round calls,
+``held.txt`` during the reads at scale, collapsed stacks).
 
 Usage: ``scripts/isolated .venv/bin/python benchmarks/bench_vs_containerd.py [--json out]``
 """
@@ -116,6 +117,7 @@ class PodkitSide(Side):
         self.conf_dir = conf_dir
         self.hosts = hosts
         self.proc: subprocess.Popen[bytes] | None = None
+        self.python_args: list[str] = []  # e.g. ["-m", "cProfile", "-o", FILE]
 
     @property
     def address(self) -> str:
@@ -129,10 +131,10 @@ class PodkitSide(Side):
     def start(self) -> None:
         log = open(self.base / "podkit.log", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(self.socket),
-             "--root", str(self.root), "--cni-conf-dir", str(self.conf_dir),
-             "--cni-bin-dir", ctrd.CNI_BIN, "--pause-image", PAUSE,
-             "--registry-config-dir", str(self.hosts)],
+            [sys.executable, *self.python_args, "-m", "podkit.cli", "cri", "serve",
+             "--socket", str(self.socket), "--root", str(self.root),
+             "--cni-conf-dir", str(self.conf_dir), "--cni-bin-dir", ctrd.CNI_BIN,
+             "--pause-image", PAUSE, "--registry-config-dir", str(self.hosts)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
         for _ in range(1200):
@@ -398,8 +400,8 @@ def per_round(sides: Sequence[Side], rec: Recorder, rounds: int, ref: str,
         rec.timed("floor", "PullImage", floor, keep)
 
 
-def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int,
-             count: int) -> dict[str, dict[str, float]]:
+def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int, count: int,
+             prof: Profiler) -> dict[str, dict[str, float]]:
     """``count`` pods held on each server: make, read, measure, restart, tear down.
 
     containerd's pods are made first and torn down last, so podkit's side always works with
@@ -408,12 +410,14 @@ def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int,
     for side in reversed(sides):
         wall, pods[side.name] = make_pods(side, count)
         rec.add(side.name, SCALE_CALLS[0], wall)
-    for i in range(rounds + 1):
-        order = list(sides) if i % 2 == 0 else list(reversed(sides))
-        for side in order:
-            held_round(side, rec, pods[side.name], i, i > 0)
+    with prof.phase(sides[0], "held"):
+        for i in range(rounds + 1):
+            order = list(sides) if i % 2 == 0 else list(reversed(sides))
+            for side in order:
+                held_round(side, rec, pods[side.name], i, i > 0)
     mem = {side.name: memory(side, count) for side in sides}
     for side in sides:
+        prof.restart_args(side)
         rec.add(side.name, SCALE_CALLS[1], restart(side, count))
     for side in sides:
         rec.add(side.name, SCALE_CALLS[2], tear_down(side, pods[side.name]))
@@ -432,25 +436,39 @@ def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
     return rows
 
 
-@contextlib.contextmanager
-def profiled(pid: int, out: Path | None) -> Iterator[None]:
-    """py-spy (installed into this venv when missing) sampling ``pid`` while the block runs;
-    collapsed stacks to ``out``."""
-    if out is None:
-        yield
-        return
-    spy = Path(sys.executable).parent / "py-spy"
-    if not spy.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([str(spy), "record", "-p", str(pid), "-r", "250", "-f", "raw",
-                             "-o", str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        yield
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(60)
+class Profiler:
+    """py-spy (installed into this venv when missing) sampling the podkit server during a
+    phase, idle threads too (wall time: filter the stacks by the call's frame); collapsed
+    stacks to ``<dir>/<phase>.txt``. Off when ``dir`` is None."""
+
+    def __init__(self, dir: Path | None) -> None:
+        self.dir = dir
+        self.spy = Path(sys.executable).parent / "py-spy"
+        if dir is not None and not self.spy.exists():
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "py-spy"], check=True)
+
+    def restart_args(self, side: Side) -> None:
+        """Run the restarted podkit server under cProfile (py-spy would attach too late to
+        see its start): ``<dir>/restart.prof``, written when it stops."""
+        if self.dir is not None and isinstance(side, PodkitSide):
+            self.dir.mkdir(parents=True, exist_ok=True)
+            side.python_args = ["-m", "cProfile", "-o", str(self.dir / "restart.prof")]
+
+    @contextlib.contextmanager
+    def phase(self, side: Side, name: str) -> Iterator[None]:
+        if self.dir is None or side.name != "podkit":
+            yield
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen([str(self.spy), "record", "-p", str(side.pid), "-r", "250",
+                                 "-f", "raw", "-o", str(self.dir / f"{name}.txt"),
+                                 "--nonblocking", "--idle"], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            yield
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
 
 
 def setup(base: Path, host: str, layouts: dict[str, Path]) -> tuple[PodkitSide, ContainerdSide]:
@@ -498,9 +516,10 @@ def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
             for side in sides:
                 side.connect()
             floor = pull_floor(host, layouts[BIG], base / "floor")
-            with profiled(podkit.pid, profile):
+            prof = Profiler(profile)
+            with prof.phase(podkit, "rounds"):
                 per_round(sides, rec, rounds, ref, floor)
-            mem = at_scale(sides, rec, rounds, scale)
+            mem = at_scale(sides, rec, rounds, scale, prof)
         except BaseException:
             print(f"containerd log:\n{instance.log_tail()}", file=sys.stderr)
             raise
