@@ -19,7 +19,7 @@ from podkit._cli.messages import error_line, log_to, needs_root_line
 __all__ = ["build_parser", "main", "split_dashdash"]
 
 # Modules under podkit._cli that define ``register(subparsers)``; each adds its own group.
-_GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri")
+_GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri", "kube")
 
 
 class _Parser(argparse.ArgumentParser):
