@@ -54,12 +54,12 @@ def _cluster(namespace: str, cluster_dns: Sequence[str], domain: str,
 
 
 def pod_dns(spec: Mapping[str, Any], namespace: str, *, host_dns: DNSConfig | None,
-            cluster_dns: Sequence[str] = (), cluster_domain: str = "",
-            warnings: list[str] | None = None) -> DNSConfig | None:
+            cluster_dns: Sequence[str] = (), cluster_domain: str = "") -> DNSConfig | None:
     """The sandbox DNSConfig; None means the runtime's own (the host's resolv.conf).
 
-    ClusterFirst without ``cluster_dns`` falls back to Default, as kubelet does, and so does
-    ClusterFirst on the host network; Default uses ``host_dns``; None only ``dnsConfig``.
+    ClusterFirst without ``cluster_dns`` falls back to Default, as kubelet does (podkit has no
+    cluster DNS, so this is the usual case and not warned about), and so does ClusterFirst on
+    the host network; Default uses ``host_dns``; None only ``dnsConfig``.
     """
     policy = str(spec.get("dnsPolicy") or "ClusterFirst")
     if policy not in DNS_POLICIES:
@@ -68,9 +68,6 @@ def pod_dns(spec: Mapping[str, Any], namespace: str, *, host_dns: DNSConfig | No
     if policy == "ClusterFirst" and spec.get("hostNetwork"):
         policy = "Default"
     if policy.startswith("ClusterFirst") and not cluster_dns:
-        if warnings is not None:
-            warnings.append(f"spec.dnsPolicy: {policy} without a cluster DNS server; "
-                            "using Default (the host's resolv.conf), as the kubelet does")
         policy = "Default"
     extra = spec.get("dnsConfig")
     host = host_dns or DNSConfig()

@@ -103,7 +103,7 @@ def plan_pod(src: PodSource, manifests: Manifests, options: PlanOptions) -> PodP
         ctx = ContainerContext(pod=pod, env=env, volumes=volumes, qos=qos_class(init + apps),
                                node_memory=options.node_memory,
                                seccomp_root=options.sandbox.seccomp_root)
-        sandbox = sandbox_config(pod, options.sandbox, warnings)
+        sandbox = sandbox_config(pod, options.sandbox)
         init_plans = tuple(container_plan(c, ctx, f"spec.initContainers[{i}]", warnings)
                            for i, c in enumerate(init))
         app_plans = tuple(container_plan(c, ctx, f"spec.containers[{i}]", warnings)

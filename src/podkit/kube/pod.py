@@ -96,8 +96,7 @@ class SandboxOptions:
     seccomp_root: str = SECCOMP_ROOT
 
 
-def sandbox_config(pod: Mapping[str, Any], options: SandboxOptions,
-                   warnings: list[str]) -> SandboxConfig:
+def sandbox_config(pod: Mapping[str, Any], options: SandboxOptions) -> SandboxConfig:
     """The SandboxConfig of a pod whose metadata has name, namespace and uid filled."""
     meta = pod["metadata"]
     spec = pod.get("spec") or {}
@@ -112,7 +111,7 @@ def sandbox_config(pod: Mapping[str, Any], options: SandboxOptions,
         log_directory=pod_log_directory(namespace, name, uid, options.log_root),
         dns_config=pod_dns(spec, namespace, host_dns=options.host_dns,
                            cluster_dns=options.cluster_dns,
-                           cluster_domain=options.cluster_domain, warnings=warnings),
+                           cluster_domain=options.cluster_domain),
         port_mappings=port_mappings(spec),
         labels=labels,
         annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
