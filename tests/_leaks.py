@@ -26,7 +26,7 @@ DEFAULT_RUNTIME_ROOTS = ("/run/runc", "/run/crun", "/run/podkit/runc", "/run/pod
 NETNS_DIRS = ("/run/netns", "/var/run/netns")
 DEFAULT_IPAM_DIRS = ("/var/lib/cni/networks",)
 CGROUP_ROOT = "/sys/fs/cgroup"
-CGROUP_PREFIXES = ("pk-", "podkit")
+CGROUP_PREFIXES = ("pk-", "pk_", "podkit")  # pk_: test slices (pk_x.slice, no '-' in it)
 # Parents every podkit container's cgroup sits under (``/podkit/<id>``, like containerd's
 # ``/k8s.io``): runtimes create them and leave them. Not a leak themselves; what is below them is.
 NAMESPACE_CGROUPS = ("podkit",)

@@ -79,17 +79,16 @@ def limits(cgroups_path: str) -> tuple[int, tuple[int, int]]:
              int((cpu / "cpu.cfs_period_us").read_text())))
 
 
-def remove_parent_dirs(parent: str) -> None:
-    """rmdir a cgroupfs parent a test gave (runtimes leave parents), deepest first."""
-    h = cgroups.host()
-    mounts = [h.unified] if h.unified is not None else []
-    mounts += list(h.v1.values())
+def remove_parent_dirs(parent: str, root: str = "/sys/fs/cgroup") -> None:
+    """rmdir a cgroupfs parent a test gave (runtimes leave parents), deepest first, in every
+    hierarchy (v1's named ``systemd`` one too)."""
+    tops = [root] if os.path.exists(os.path.join(root, "cgroup.procs")) else [
+        str(p) for p in sorted(Path(root).iterdir())
+        if not p.is_symlink() and (p / "cgroup.procs").exists()]
     elements = [e for e in parent.split("/") if e]
-    for m in dict.fromkeys(mounts):
-        if m is None:
-            continue
+    for top in tops:
         for depth in range(len(elements), 0, -1):
-            d = m.dir("/" + "/".join(elements[:depth]))
-            if d is not None and d.is_dir():
+            d = Path(top, *elements[:depth])
+            if d.is_dir():
                 with contextlib.suppress(OSError):  # in use: the leftovers check says so
                     d.rmdir()

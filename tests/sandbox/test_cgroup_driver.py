@@ -186,7 +186,7 @@ def test_pod_under_cgroupfs(bridge: None, rootfs: Path, tmp_path: Path, binary: 
             assert ":" not in pause
     finally:
         if parent:
-            remove_parent_dirs(top)
+            remove_parent_dirs(f"{top}/{parent}")
 
 
 @pytest.mark.integration
