@@ -72,10 +72,12 @@ clean:
 # root is this machine's filesystem, read-only under a tmpfs overlay, with cgroup2 alone at
 # /sys/fs/cgroup; the tests run inside it and its exit code is this target's. Installs
 # qemu-system-x86 when missing; scripts/vm setup fetches the kernel .deb into .vm/.
-# CGROUPV2_VM_ARGS=--systemd boots the host's systemd as PID 1 instead of a shell.
+# CGROUPV2_VM_ARGS=--systemd boots the host's systemd as PID 1 instead of a shell (and sets
+# PODKIT_REQUIRE_SYSTEMD=1: the systemd cgroup driver tests fail instead of skipping).
 CGROUPV2_VM_ARGS ?=
 CGROUPV2_TESTS ?= tests/test_cgroups.py tests/runtime tests/sandbox/test_manager_integration.py \
-	tests/sandbox/test_manager_containers.py tests/cri/test_server.py
+	tests/sandbox/test_manager_containers.py tests/cri/test_server.py \
+	tests/sandbox/test_cgroup_driver.py tests/cri/test_cgroup_driver.py
 CGROUPV2_PYTEST_ARGS ?= -q -m integration --tb=line -rfE
 .PHONY: test-cgroupv2
 test-cgroupv2: venv system-deps
@@ -85,5 +87,6 @@ test-cgroupv2: venv system-deps
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-system-x86; \
 	fi
 	scripts/vm setup
-	scripts/vm run $(CGROUPV2_VM_ARGS) --timeout 3000 -e PODKIT_LEAK_CHECK=1 -- \
+	scripts/vm run $(CGROUPV2_VM_ARGS) --timeout 3000 -e PODKIT_LEAK_CHECK=1 \
+		$(if $(findstring --systemd,$(CGROUPV2_VM_ARGS)),-e PODKIT_REQUIRE_SYSTEMD=1) -- \
 		scripts/isolated $(VENV)/bin/pytest $(CGROUPV2_PYTEST_ARGS) $(CGROUPV2_TESTS)
