@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import io
 import json
+from typing import Any
 
 import pytest
 import yaml
 
 from podkit._cli.output import FORMATS, Column, add_output_options, cell, emit, render, short_id
 
-RECORDS = [
+RECORDS: list[dict[str, Any]] = [
     {"id": "0123456789abcdef", "name": "web", "labels": {"app": "web", "tier": "1"},
      "ips": ["10.0.0.2", "fd00::2"], "exit_code": None, "ready": True},
     {"id": "fedcba9876543210", "name": "a-longer-name", "labels": {}, "ips": [],
