@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from podkit.cgroups import resolve_driver
 from podkit.errors import NotFoundError
 from podkit.image import ImageStore
 from podkit.runtime import Runc
@@ -33,6 +34,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--image-root", default=argparse.SUPPRESS, metavar="DIR",
                    help="image store for image references (default: the root, the store "
                    "podkit image fills)")
+    p.add_argument("--cgroup-driver", choices=("cgroupfs", "systemd"), default=None,
+                   help="who makes the cgroups (default: systemd when it is PID 1 on cgroup "
+                   "v2, else cgroupfs)")
     p.set_defaults(needs_root="run pods")
 
 
@@ -69,9 +73,12 @@ def manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: st
     rootfs = pause_rootfs or args.pause_rootfs
     pause = None if infraless or not (rootfs or pause_image) else PauseConfig(
         rootfs="" if pause_image else rootfs, image=pause_image)
-    mgr = SandboxManager(pod_root(args), state, Runc(args.runtime, root=state / "runc"),
+    driver = resolve_driver(getattr(args, "cgroup_driver", None), "--cgroup-driver")
+    mgr = SandboxManager(pod_root(args), state, Runc(args.runtime, root=state / "runc",
+                                                     systemd_cgroup=driver.systemd),
                          default_networks(state), pause=pause,
-                         images=image_store(args, images_needed or bool(pause_image)))
+                         images=image_store(args, images_needed or bool(pause_image)),
+                         cgroup_driver=driver)
     mgr.recover()
     return mgr
 
