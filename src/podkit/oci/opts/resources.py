@@ -35,11 +35,14 @@ __all__ = [
     "with_cgroup",
     "with_cpu_burst",
     "with_cpu_cfs",
+    "with_cpu_period",
+    "with_cpu_quota",
     "with_cpu_rt",
     "with_cpu_shares",
     "with_cpus",
     "with_cpus_mems",
     "with_hugepage_limits",
+    "with_memory_and_swap",
     "with_memory_limit",
     "with_memory_swap",
     "with_pids_limit",
@@ -68,6 +71,28 @@ def with_memory_swap(swap: int) -> SpecOpt:
 
     def opt(s: Spec) -> None:
         _memory(s).swap = value
+
+    return opt
+
+
+def with_memory_and_swap(limit: int, swap: int = 0, *, swap_accounting: bool = True
+                         ) -> SpecOpt:
+    """containerd's CRI memory rule: ``limit`` in bytes and ``swap`` (memory+swap) in bytes,
+    0 meaning unset. With swap accounting on the host, an unset ``swap`` next to a set
+    ``limit`` becomes ``limit``, so the container does not swap by default (on cgroup v2 the
+    runtime writes ``memory.swap.max`` = swap - limit); without it no swap limit is set."""
+    mem = _int(limit, "memory limit", -1, _INT64[1])
+    total = _int(swap, "memory swap", -1, _INT64[1])
+    if not swap_accounting:
+        total = 0
+    elif total == 0 and mem:
+        total = mem
+
+    def opt(s: Spec) -> None:
+        if mem:
+            _memory(s).limit = mem
+        if total:
+            _memory(s).swap = total
 
     return opt
 
@@ -117,6 +142,26 @@ def with_cpu_cfs(quota: int, period: int) -> SpecOpt:
     def opt(s: Spec) -> None:
         cpu = _cpu(s)
         cpu.quota, cpu.period = q, p
+
+    return opt
+
+
+def with_cpu_quota(quota: int) -> SpecOpt:
+    """Set the CFS quota in microseconds per period (-1: unlimited), leaving the period."""
+    value = _int(quota, "cpu quota", -1, _INT64[1])
+
+    def opt(s: Spec) -> None:
+        _cpu(s).quota = value
+
+    return opt
+
+
+def with_cpu_period(period: int) -> SpecOpt:
+    """Set the CFS period in microseconds, leaving the quota."""
+    value = _int(period, "cpu period", *_UINT64)
+
+    def opt(s: Spec) -> None:
+        _cpu(s).period = value
 
     return opt
 
