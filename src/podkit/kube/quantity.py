@@ -28,7 +28,7 @@ def parse_quantity(text: object, where: str = "quantity") -> Fraction:
         raise InvalidArgumentError(
             f"{where}: {quote(text)} is not a quantity (like 100m, 0.5, 128Mi or 1e3)")
     number, suffix = Fraction(m.group(1)), m.group(2) or ""
-    if suffix[:1] in ("e", "E"):
+    if len(suffix) > 1 and suffix[0] in "eE":
         return number * Fraction(10) ** int(suffix[1:])
     if suffix in _BINARY:
         return number * _BINARY[suffix]
