@@ -105,19 +105,24 @@ def test_pause_cgroups_path_by_driver() -> None:
 # -- pods under each driver (real runc/crun, conmon, CNI) ------------------------------------
 
 
-def _driven(base: Path, rootfs: Path, binary: str, driver: str) -> Iterator[SandboxManager]:
-    """A manager on the test bridge under ``driver``; afterwards everything removed and
-    checked: runtime containers, IPAM, records, cgroup dirs, scopes, netns, links, mounts."""
+def _make(base: Path, rootfs: Path, binary: str, driver: str) -> SandboxManager:
+    """A manager on the test bridge under ``driver``, its runtime built to match."""
     require_binary(binary)
-    before = snapshot()
     root = base / "runtime"
     _leaks.register_runtime_root(root)
     _leaks.register_ipam_dir(base / "state" / "ipam")
     nets = default_networks(base / "state", bridge=BRIDGE, name="pk-pod-net")
-    m = SandboxManager(base / "root", base / "state",
-                       Runc(binary, root=root, systemd_cgroup=driver == "systemd"), nets,
-                       pause=PauseConfig(rootfs=str(rootfs)), netns_prefix="pk-pod-",
-                       cgroup_driver=driver)
+    return SandboxManager(base / "root", base / "state",
+                          Runc(binary, root=root, systemd_cgroup=driver == "systemd"), nets,
+                          pause=PauseConfig(rootfs=str(rootfs)), netns_prefix="pk-pod-",
+                          cgroup_driver=driver)
+
+
+def _driven(base: Path, rootfs: Path, binary: str, driver: str) -> Iterator[SandboxManager]:
+    """:func:`_make`; afterwards everything removed and checked: runtime containers, IPAM,
+    records, cgroup dirs, scopes, netns, links, mounts."""
+    before = snapshot()
+    m = _make(base, rootfs, binary, driver)
     paths: list[str] = []
     try:
         yield m
@@ -207,6 +212,32 @@ def test_pod_under_systemd(bridge: None, rootfs: Path, tmp_path: Path, binary: s
     finally:
         stop_slices(*([top] if top else []))
     assert podkit_units() == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("driver", ["cgroupfs", "systemd"])
+def test_a_new_manager_recovers_and_removes_every_cgroup(
+        bridge: None, rootfs: Path, tmp_path: Path, driver: str) -> None:
+    """Pods left running by a manager that went away: the next one adopts them from the
+    records and its removal leaves no cgroup dir and no scope."""
+    if driver == "systemd":
+        require_systemd()
+    first = _make(tmp_path, rootfs, "runc", driver)
+    try:
+        sb = first.run_sandbox(pod_config())
+        cid = first.create_container(sb.id, ctr_config(rootfs, "busy", BUSY,
+                                                       linux=_limited(rootfs)))
+        first.start_container(cid)
+        paths = [sb.cgroups_path, first.container_status(cid).cgroups_path]
+    finally:
+        first.close()  # pods and containers keep running under conmon
+    assert all(cgroups.locate(p).exists() for p in paths)
+    for m in _driven(tmp_path, rootfs, "runc", driver):
+        report = m.recover()
+        assert (report.sandboxes, report.containers, report.errors) == ((sb.id,), (cid,), ())
+        m.remove_sandbox(sb.id)
+        assert [p for p in paths if cgroups.locate(p).exists()] == []
+        assert driver == "cgroupfs" or podkit_units() == []
 
 
 @pytest.mark.integration
