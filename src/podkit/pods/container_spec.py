@@ -13,7 +13,7 @@ from typing import Protocol
 
 import attrs
 
-from podkit import oci
+from podkit import cgroups, oci
 from podkit.apparmor import AppArmorHost
 from podkit.cdi.annotations import devices_from_request
 from podkit.errors import InvalidArgumentError, quote
@@ -297,21 +297,27 @@ def _without_ambient_caps(spec: oci.Spec) -> None:
         spec.process.capabilities.ambient = None
 
 
-def resources_opts(res: LinuxContainerResources) -> list[oci.SpecOpt]:
-    """The spec options setting the cgroup limits ``res`` asks for (only the given ones)."""
+def resources_opts(res: LinuxContainerResources, swap_accounting: bool | None = None,
+                   ) -> list[oci.SpecOpt]:
+    """The spec options setting the cgroup limits ``res`` asks for (only the given ones);
+    memory and swap by containerd's rule (``oci.with_memory_and_swap``), ``swap_accounting``
+    defaulting to this host's (``cgroups.swap_available()``)."""
     opts: list[oci.SpecOpt] = []
-    if res.cpu_period or res.cpu_quota:
-        opts.append(oci.with_cpu_cfs(res.cpu_quota, res.cpu_period))
+    if res.cpu_period:
+        opts.append(oci.with_cpu_period(res.cpu_period))
+    if res.cpu_quota:
+        opts.append(oci.with_cpu_quota(res.cpu_quota))
     if res.cpu_shares:
         opts.append(oci.with_cpu_shares(res.cpu_shares))
     if res.cpuset_cpus:
         opts.append(oci.with_cpus(res.cpuset_cpus))
     if res.cpuset_mems:
         opts.append(oci.with_cpus_mems(res.cpuset_mems))
-    if res.memory_limit_in_bytes:
-        opts.append(oci.with_memory_limit(res.memory_limit_in_bytes))
-    if res.memory_swap_limit_in_bytes:
-        opts.append(oci.with_memory_swap(res.memory_swap_limit_in_bytes))
+    if res.memory_limit_in_bytes or res.memory_swap_limit_in_bytes:
+        opts.append(oci.with_memory_and_swap(
+            res.memory_limit_in_bytes, res.memory_swap_limit_in_bytes,
+            swap_accounting=cgroups.swap_available() if swap_accounting is None
+            else swap_accounting))
     if res.hugepage_limits:
         opts.append(
             oci.with_hugepage_limits({h.page_size: h.limit for h in res.hugepage_limits})
