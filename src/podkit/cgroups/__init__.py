@@ -5,7 +5,8 @@ it. ``mounts`` detects v1 / hybrid / unified (v2) from the mount table, ``paths`
 cgroup from a ``linux.cgroupsPath`` (cgroupfs or systemd form) or a pid, ``stats`` reads CPU,
 memory, pids and PSI in one shape for both versions, ``files`` the file formats; ``driver``
 the cgroup drivers (cgroupfs, systemd: the host's default, cgroups paths, kubelet's parents),
-``cleanup`` what a deleted container may leave (a systemd scope, an empty directory).
+``cleanup`` what a deleted container may leave (a systemd scope, an empty directory);
+``controllers`` which controllers a new container's cgroup can have (checked at create).
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from pathlib import Path
 import attrs
 
 from podkit.cgroups.cleanup import remove_leftovers
+from podkit.cgroups.controllers import (
+    Controllers,
+    available_controllers,
+    hugepage_sizes,
+    swap_available,
+)
 from podkit.cgroups.driver import (
     DEFAULT_CGROUPFS_PARENT,
     DEFAULT_SYSTEMD_PARENT,
@@ -58,6 +65,7 @@ __all__ = [
     "CgroupFileError",
     "CgroupStats",
     "CgroupUsage",
+    "Controllers",
     "CpuStats",
     "Driver",
     "Hierarchy",
@@ -69,6 +77,7 @@ __all__ = [
     "Pressure",
     "PsiData",
     "PsiStats",
+    "available_controllers",
     "cgroup_dir",
     "cgroup_of_path",
     "cgroup_of_pid",
@@ -76,6 +85,7 @@ __all__ = [
     "default_driver",
     "detect_driver",
     "host",
+    "hugepage_sizes",
     "locate",
     "locate_pid",
     "oom_kills",
@@ -89,6 +99,7 @@ __all__ = [
     "slice_path",
     "stats",
     "stats_of_pid",
+    "swap_available",
     "systemd_path",
     "systemd_running",
     "usage",

@@ -83,6 +83,7 @@ from podkit.runtime.errors import (
 )
 from podkit.runtime.io import CappedOutput, wait_readable
 from podkit.runtime.monitor import PidFileProcess
+from podkit.runtime.resource_check import check_bundle_resources
 
 __all__ = [
     "DEFAULT_DETACH_KEYS",
@@ -277,6 +278,7 @@ class Conmon:
         bundle_path = Path(bundle).absolute()
         if not (bundle_path / "config.json").is_file():
             raise InvalidArgumentError(f"bundle {bundle_path} has no config.json")
+        check_bundle_resources(bundle_path)  # a controller the host lacks: refused up front
         log = Path(log_path).absolute() if log_path is not None else cdir / "ctr.log"
         log_existed = log.exists()
         if not self.state_dir.exists():

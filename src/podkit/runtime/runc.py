@@ -33,14 +33,7 @@ from podkit import _files, oci
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
 from podkit.runtime.base import ContainerState as ContainerState  # importable here as before
-from podkit.runtime.base import (
-    ExecResult,
-    ExitStatus,
-    Runtime,
-    RuntimeState,
-    Status,
-    signal_number,
-)
+from podkit.runtime.base import ExecResult, ExitStatus, Runtime, RuntimeState, Status, signal_number
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.command import (
     Command,
@@ -67,6 +60,7 @@ from podkit.runtime.monitor import (
     kill_pid_file,
     wait_exit,
 )
+from podkit.runtime.resource_check import check_bundle_resources, check_resources
 from podkit.runtime.results import (
     CpuStats,
     Event,
@@ -359,6 +353,7 @@ class Runc:
         return bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
 
     def _check_bundle(self, bundle: Bundle, strict: bool | None) -> None:
+        check_bundle_resources(bundle.spec)  # a controller the host lacks: refused before runc runs
         refuse_or_warn(self.check_spec(bundle.spec), self.name, [self.path, "create"],
                        self.strict if strict is None else strict)
 
@@ -548,6 +543,7 @@ class Runc:
     def update(self, id: str, resources: oci.LinuxResources) -> None:
         """Apply new cgroup limits (``update --resources -``, the JSON on stdin)."""
         _files.validate_id(id, "container ID")
+        check_resources(resources, self._cgroups.get(id))
         payload = json.dumps(codec.unstructure(resources)).encode()
         self._run(["update", "--resources", "-", id], stdin=payload, capture=False)
 
