@@ -1,29 +1,21 @@
-"""The Python examples in the README and docs/ parse, and every podkit name they import or use
-through an imported podkit module exists, so a rename cannot silently break the guide."""
+"""The examples in the README and docs/: the Python ones parse and every podkit name they import
+or use through an imported podkit module exists, so a rename cannot silently break the guide;
+the rules of which blocks tests/test_docs_run.py runs (tests/docs/blocks.py) hold, and the
+fixture list names blocks that exist and run."""
 
 from __future__ import annotations
 
 import ast
 import importlib
-import re
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+from docs.blocks import Block, all_blocks, page_blocks
+from docs.fixtures import FIXTURES, for_page
 
-
-def _blocks() -> list[tuple[str, str]]:
-    found = []
-    for page in PAGES:
-        for i, m in enumerate(_BLOCK.finditer(page.read_text())):
-            found.append((f"{page.relative_to(REPO)}#{i + 1}", m.group(1)))
-    return found
-
-
-BLOCKS = _blocks()
+ALL = all_blocks()
+BLOCKS = [(b.id, b.code) for b in ALL if b.lang == "python"]
 
 
 def _podkit_references(tree: ast.Module) -> list[tuple[str, str]]:
@@ -67,3 +59,95 @@ def test_example_names_exist(where: str, code: str) -> None:
             except ModuleNotFoundError:
                 missing.append(f"{module}.{attr}")
     assert missing == [], f"{where} uses names podkit does not have: {missing}"
+
+
+def _page(tmp_path: Path, text: str) -> list[Block]:
+    (tmp_path / "docs").mkdir()
+    page = tmp_path / "docs" / "p.md"
+    page.write_text(text)
+    import docs.blocks as blocks
+    real = blocks.REPO
+    blocks.REPO = tmp_path
+    try:
+        return page_blocks(page)
+    finally:
+        blocks.REPO = real
+
+
+SAMPLE = """# Page
+
+```python
+print(1)
+```
+
+<!-- not run: serves until killed -->
+
+```python
+serve()
+```
+
+```sh
+make demo   # runs a podkit-generated spec
+```
+
+```sh
+export X=1
+podkit pod ls
+```
+
+```console
+$ podkit cdi list
+vendor.com/gpu=0
+$ echo done   # a comment
+```
+
+```
+plain text
+```
+"""
+
+
+def test_blocks_are_numbered_per_page_in_order(tmp_path: Path) -> None:
+    blocks = _page(tmp_path, SAMPLE)
+    assert [(b.id, b.lang) for b in blocks] == [
+        ("docs/p.md#1", "python"), ("docs/p.md#2", "python"), ("docs/p.md#3", "sh"),
+        ("docs/p.md#4", "sh"), ("docs/p.md#5", "console"), ("docs/p.md#6", "")]
+    assert [b.line for b in blocks][:2] == [3, 9]
+
+
+def test_which_blocks_run(tmp_path: Path) -> None:
+    blocks = _page(tmp_path, SAMPLE)
+    assert [b.runs for b in blocks] == [True, False, False, True, True, False]
+    assert blocks[1].not_run == "serves until killed"
+    # a word "podkit" in a comment is not a podkit command
+    assert blocks[2].not_run is None and not blocks[2].runs
+
+
+def test_console_blocks_run_their_prompts_only(tmp_path: Path) -> None:
+    blocks = _page(tmp_path, SAMPLE)
+    assert blocks[4].shell_script() == "podkit cdi list\necho done   # a comment\n"
+    assert blocks[3].shell_script() == "export X=1\npodkit pod ls\n"
+
+
+def test_a_not_run_marker_must_be_the_line_before_the_fence(tmp_path: Path) -> None:
+    text = "<!-- not run: far away -->\n\nSome prose.\n\n```python\nx = 1\n```\n"
+    [block] = _page(tmp_path, text)
+    assert block.not_run is None and block.runs
+
+
+def test_every_block_not_run_says_why() -> None:
+    assert [b.id for b in ALL if b.not_run is not None and not b.not_run.strip()] == []
+
+
+def test_fixtures_name_blocks_that_run() -> None:
+    """A stale block number in tests/docs/fixtures.py fails here, not as a missing file later."""
+    by_id = {b.id: b for b in ALL}
+    stale = [(f.name, bid) for f in FIXTURES for bid in f.needed_by
+             if bid not in by_id or not by_id[bid].runs]
+    assert stale == []
+
+
+def test_fixtures_are_made_only_for_the_pages_that_name_them() -> None:
+    assert [f.name for f in for_page("docs/netns.md")] == []
+    assert "CNI list /etc/cni/net.d/10-pk-bridge.conflist" in [
+        f.name for f in for_page("docs/cni.md")]

@@ -1,0 +1,128 @@
+"""Run the examples of one docs page as a reader would, in a private net, mount and PID
+namespace: ``unshare ... python tests/docs/runner.py PAGE``.
+
+The runner mounts its private dirs (fixtures.TMPFS, OVERLAYS, TMPFS_INSIDE), makes the
+fixtures the page's blocks need, runs the blocks in order (Python ones in one interpreter,
+shell ones in ``sh -e``), force-deletes the containers the page left and prints
+``RESULTS {block id: error text or null}`` as its last line (its /tmp hides the caller's).
+Everything else it made vanishes with its namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import linecache
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))
+
+from docs import fixtures  # noqa: E402
+from docs.blocks import REPO, Block, page_blocks  # noqa: E402
+
+RESULTS = "RESULTS "
+ENV_PATH = f"{REPO}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def _mount(*args: str) -> None:
+    subprocess.run(["mount", *args], check=True)
+
+
+def private_dirs() -> None:
+    """tmpfs over fixtures.TMPFS, tmpfs-backed overlays over fixtures.OVERLAYS."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for d in fixtures.TMPFS:
+        _mount("-t", "tmpfs", "-o", "mode=755", "podkit-docs", d)
+    uppers = Path("/run/.docs-overlays")
+    for d in fixtures.OVERLAYS:
+        upper, work = uppers / d.strip("/") / "upper", uppers / d.strip("/") / "work"
+        upper.mkdir(parents=True)
+        work.mkdir()
+        _mount("-t", "overlay", "-o", f"lowerdir={d},upperdir={upper},workdir={work}",
+               "podkit-docs", d)
+    for d in fixtures.TMPFS_INSIDE:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        _mount("-t", "tmpfs", "-o", "mode=755", "podkit-docs", d)
+    Path("/tmp").chmod(0o1777)
+    fixtures.CWD.mkdir()
+
+
+def run_python(block: Block, scope: dict[str, object]) -> None:
+    name = f"<{block.id}>"
+    linecache.cache[name] = (len(block.code), None, block.code.splitlines(True), name)
+    exec(compile(block.code, name, "exec"), scope)
+
+
+def run_shell(block: Block) -> None:
+    out = subprocess.run(["sh", "-e", "-c", block.shell_script()], stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=60)
+    sys.stdout.write(out.stdout + out.stderr)
+    if out.returncode:
+        raise RuntimeError(f"exit status {out.returncode}:\n{out.stderr[-3000:]}")
+
+
+def _example_traceback(block: Block) -> str:
+    """The traceback from the example's own frames on (the runner's are noise)."""
+    text = traceback.format_exc()
+    start = text.find(f'File "<{block.id}>"')
+    return text if start < 0 else "Traceback (from the example):\n  " + text[start:]
+
+
+def force_delete_containers() -> list[str]:
+    """runc/crun delete --force for every container state left under the private dirs."""
+    left = []
+    for top in ("/run", "/tmp", "/var/lib"):
+        for dirpath, _, files in os.walk(top):
+            if "state.json" in files or ("status" in files and "config.json" not in files):
+                root, cid = os.path.split(dirpath)
+                left.append(cid)
+                for binary in ("runc", "crun"):
+                    subprocess.run([binary, "--root", root, "delete", "--force", cid],
+                                   capture_output=True)
+    return left
+
+
+def main(page: str) -> int:
+    os.environ["PATH"] = ENV_PATH
+    os.umask(0o022)
+    private_dirs()
+    ctx = fixtures.Context()
+    results: dict[str, str | None] = {}
+    try:
+        for fixture in fixtures.for_page(page):
+            print(f"=== fixture: {fixture.name}", flush=True)
+            fixture.make(ctx)
+        os.chdir(ctx.cwd)
+        scope: dict[str, object] = {"__name__": "__main__"}
+        for block in page_blocks(REPO / page):
+            if not block.runs:
+                continue
+            print(f"=== {block.id}", flush=True)
+            try:
+                with contextlib.redirect_stderr(sys.stdout):
+                    if block.lang == "python":
+                        run_python(block, scope)
+                    else:
+                        run_shell(block)
+                results[block.id] = None
+            except BaseException:
+                results[block.id] = _example_traceback(block)
+            sys.stdout.flush()
+    finally:
+        os.chdir("/")
+        left = force_delete_containers()
+        if left:
+            print(f"=== force-deleted containers left by the page: {left}", flush=True)
+        for stop, proc in ctx.procs:
+            stop(proc)
+        print(RESULTS + json.dumps(results), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
