@@ -54,7 +54,8 @@ def _cluster(namespace: str, cluster_dns: Sequence[str], domain: str,
 
 
 def pod_dns(spec: Mapping[str, Any], namespace: str, *, host_dns: DNSConfig | None,
-            cluster_dns: Sequence[str] = (), cluster_domain: str = "") -> DNSConfig | None:
+            cluster_dns: Sequence[str] = (), cluster_domain: str = "cluster.local",
+            ) -> DNSConfig | None:
     """The sandbox DNSConfig; None means the runtime's own (the host's resolv.conf).
 
     ClusterFirst without ``cluster_dns`` falls back to Default, as kubelet does (podkit has no
