@@ -67,6 +67,19 @@ def make_runc_bundle(_: Context) -> None:
     subprocess.run(["runc", "spec"], cwd=bundle, check=True)
 
 
+def make_conmon_bundle(_: Context) -> None:
+    """/var/lib/podkit/bundles/web: busybox ``cat`` echoing its stdin, hostname web."""
+    from podkit import oci
+    bundle = Path("/var/lib/podkit/bundles/web")
+    _busybox(bundle / "rootfs")
+    spec = oci.runc_spec()
+    spec.process.terminal = False
+    spec.process.args = ["cat"]
+    spec.hostname = "web"
+    spec.linux.cgroups_path = "/pk-docs-web"
+    spec.dump(bundle / "config.json")
+
+
 def make_web_rootfs(_: Context) -> None:
     root = _busybox("/srv/web/rootfs")
     with (root / "etc/passwd").open("a") as f:
@@ -198,6 +211,8 @@ FIXTURES = [
         "README.md#3", "docs/pods.md#1", "docs/pods.md#3"),
         make_busybox),
     Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
+    Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
+            make_conmon_bundle),
     Fixture("web root /srv/www (index.html)", ("docs/pods.md#1",), make_www),
     Fixture("runc spec bundle /srv/bundle (busybox rootfs, user app)", ("docs/oci.md#1",),
             make_runc_bundle),
