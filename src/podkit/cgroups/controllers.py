@@ -98,22 +98,35 @@ def _v2_names(top: Path, cgroup: str, systemd: bool) -> tuple[frozenset[str], st
     return names, why
 
 
-def swap_available(hierarchy: Hierarchy | None = None) -> bool:
+def swap_available(hierarchy: Hierarchy | None = None, own_cgroup: str | None = None) -> bool:
     """Whether memory+swap can be limited: v2 ``memory.swap.max`` in a non-root cgroup (this
-    process's), v1 ``memory.memsw.limit_in_bytes`` at the memory hierarchy's top."""
+    process's, or ``own_cgroup``), v1 ``memory.memsw.limit_in_bytes`` at the memory mount."""
     h = hierarchy or host()
     if h.mode is Mode.UNIFIED:
         if h.unified is None:
             return False
-        own = Path("/proc/self/cgroup")
-        try:
-            line = next(ln for ln in own.read_text().splitlines() if ln.startswith("0::"))
-        except (OSError, StopIteration):
-            return False
-        d = h.unified.dir(line[3:])
+        if own_cgroup is None:
+            try:
+                own_cgroup = next(ln[3:] for ln in Path("/proc/self/cgroup").read_text()
+                                  .splitlines() if ln.startswith("0::"))
+            except (OSError, StopIteration):
+                return False
+        d = h.unified.dir(own_cgroup)
+        if d is None or own_cgroup.strip("/") == "":  # the root has no memory.swap.max
+            d = _any_child(h.unified.mountpoint)
         return d is not None and (d / "memory.swap.max").exists()
     mem = h.v1.get("memory")
     return mem is not None and (mem.mountpoint / "memory.memsw.limit_in_bytes").exists()
+
+
+def _any_child(top: Path) -> Path | None:
+    """A non-root cgroup with the memory controller, to look at its files."""
+    if "memory" not in _words(top / "cgroup.subtree_control"):
+        return None
+    try:
+        return next((p for p in top.iterdir() if p.is_dir()), None)
+    except OSError:
+        return None
 
 
 def available_controllers(cgroups_path: str | None, hierarchy: Hierarchy | None = None, *,

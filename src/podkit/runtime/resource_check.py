@@ -187,7 +187,7 @@ def check_bundle_resources(spec: oci.Spec | str | os.PathLike[str]) -> None:
     if not isinstance(spec, oci.Spec):
         try:
             spec = Bundle.load(spec).spec
-        except (OSError, ValueError, oci.SpecError):
+        except (OSError, ValueError, LookupError):  # (SpecError, NotFoundError among them)
             return
     if spec.linux is not None:
         check_resources(spec.linux.resources, spec.linux.cgroups_path)
