@@ -48,6 +48,7 @@ from podkit.pods.steps import SandboxSteps, pinned_kinds, remove_cgroup_leftover
 from podkit.pods.store import RecordStore
 from podkit.runtime import AttachStream, Bundle, ExecResult, ExitStatus, Runtime, Supervisor
 from podkit.runtime.errors import NotRunningError
+from podkit.runtime.resource_check import check_bundle_resources
 
 __all__ = ["ContainerLifecycle"]
 
@@ -166,6 +167,7 @@ class ContainerLifecycle:
                 if found.image is not None:
                     spec = build(self._make_rootfs(c, found.image))
                 assert spec is not None
+                check_bundle_resources(spec)  # a controller the host lacks: refused now
                 self._write_bundle(c, spec)
             except BaseException as exc:
                 try:
