@@ -34,6 +34,12 @@ from podkit.runtime.logs import (
     read_cri_log,
 )
 from podkit.runtime.monitor import Monitor, Subscription, default_monitor
+from podkit.runtime.resource_check import (
+    UnavailableResourceError,
+    check_bundle_resources,
+    check_resources,
+    resource_problems,
+)
 from podkit.runtime.runc import (
     Event,
     ExecProcess,
@@ -97,13 +103,17 @@ __all__ = [
     "Subscription",
     "Supervisor",
     "TopResults",
+    "UnavailableResourceError",
     "UnsupportedFieldWarning",
     "UnsupportedOperationError",
+    "check_bundle_resources",
+    "check_resources",
     "check_spec",
     "default_monitor",
     "parse_cri_log_line",
     "parse_detach_keys",
     "parse_runtime_error",
     "read_cri_log",
+    "resource_problems",
     "signal_number",
 ]
