@@ -137,7 +137,8 @@ def test_lifecycle_hooks() -> None:
 
 def test_http_hooks_are_refused() -> None:
     with pytest.raises(InvalidArgumentError,
-                       match=r"lifecycle.preStop: only exec handlers are supported \(got httpGet\)"):
+                       match=r"lifecycle.preStop: only exec handlers are supported "
+                             r"\(got httpGet\)"):
         plan_of(pod({"containers": [ctr(lifecycle={"preStop": {"httpGet": {"port": 80}}})]}))
 
 

@@ -55,7 +55,7 @@ def test_privileged_caps_readonly_and_no_new_privs() -> None:
 
 @pytest.mark.parametrize(("allow", "no_new_privs"), [(None, False), (True, False), (False, True)])
 def test_allow_privilege_escalation(allow: bool | None, no_new_privs: bool) -> None:
-    fields = {} if allow is None else {"allowPrivilegeEscalation": allow}
+    fields: dict[str, Any] = {} if allow is None else {"allowPrivilegeEscalation": allow}
     _, sc = _sc(**fields)
     assert sc.no_new_privs is no_new_privs
 

@@ -136,8 +136,10 @@ def _plan_one(vol: Mapping[str, Any], base: str, fs_group: int | None, ctx: EnvC
     name = str(vol.get("name", ""))
     kinds = [k for k in VOLUME_KINDS if k in vol]
     if len(kinds) != 1:
+        other = sorted(set(vol) - {"name", *VOLUME_KINDS})
+        got = f"got {', '.join(kinds + other)}" if kinds or other else "got none"
         raise InvalidArgumentError(f"{where}: volume {name!r} needs exactly one supported source "
-                                   f"({', '.join(VOLUME_KINDS)})")
+                                   f"({', '.join(VOLUME_KINDS)}); {got}")
     kind = kinds[0]
     src = vol[kind] or {}
     group = fs_group if kind in _FS_GROUP_KINDS else None
