@@ -127,6 +127,8 @@ def test_console_blocks_run_their_prompts_only(tmp_path: Path) -> None:
     blocks = _page(tmp_path, SAMPLE)
     assert blocks[4].shell_script() == "podkit cdi list\necho done   # a comment\n"
     assert blocks[3].shell_script() == "export X=1\npodkit pod ls\n"
+    assert blocks[4].expected_output() == ["vendor.com/gpu=0"]
+    assert blocks[3].expected_output() == []
 
 
 def test_a_not_run_marker_must_be_the_line_before_the_fence(tmp_path: Path) -> None:

@@ -6,8 +6,9 @@ Convention (also in docs/architecture.md, "Docs examples"):
   block ``README.md#3`` is the third fenced block of README.md.
 - A ```python block runs, unless the last non-blank line before its fence is
   ``<!-- not run: <reason> -->``.
-- A ```sh or ```console block runs (in ``sh -e``, ``$ `` prompts stripped and other lines of a
-  console block taken as output) when it starts a ``podkit`` command, unless marked the same way.
+- A ```sh or ```console block runs (in ``sh -e``) when it starts a ``podkit`` command, unless
+  marked the same way. In a console block the ``$ `` lines are the commands and every other
+  line is output that must appear in what they print.
 - Blocks of one page run in order in one Python interpreter and one working directory, as a
   reader pastes them: a block may use what an earlier block of its page made.
 """
@@ -55,6 +56,13 @@ class Block:
             return self.code
         return "".join(line[2:] + "\n" for line in self.code.splitlines()
                        if line.startswith("$ "))
+
+    def expected_output(self) -> list[str]:
+        """The output lines a console block prints (whitespace runs as one space)."""
+        if self.lang != "console":
+            return []
+        return [" ".join(line.split()) for line in self.code.splitlines()
+                if line.strip() and not line.startswith("$ ")]
 
 
 def pages() -> list[Path]:

@@ -64,6 +64,9 @@ def run_shell(block: Block) -> None:
     sys.stdout.write(out.stdout + out.stderr)
     if out.returncode:
         raise RuntimeError(f"exit status {out.returncode}:\n{out.stderr[-3000:]}")
+    printed = {" ".join(line.split()) for line in out.stdout.splitlines()}
+    if missing := [line for line in block.expected_output() if line not in printed]:
+        raise AssertionError(f"the commands did not print {missing}")
 
 
 def _example_traceback(block: Block) -> str:
