@@ -13,10 +13,11 @@ import json
 import subprocess
 import sys
 from functools import cache
+from pathlib import Path
 
 import pytest
 
-from docs.blocks import REPO, all_blocks
+from docs.blocks import REPO, Block, all_blocks
 from docs.runner import RESULTS
 from support import require_binary, require_isolated, require_root
 
@@ -49,8 +50,9 @@ def _block_output(output: str, block_id: str) -> str:
     start = output.find(f"=== {block_id}\n")
     if start < 0:
         return output[-4000:]
-    end = output.find("\n=== ", start + 1)
-    return output[start:end if end > 0 else None][-4000:]
+    ends = [i for i in (output.find("\n=== ", start + 1), output.find("\n" + RESULTS, start))
+            if i > 0]
+    return output[start:min(ends) if ends else None][-4000:]
 
 
 def test_runnable_blocks_exist() -> None:
@@ -62,7 +64,7 @@ def test_not_run_blocks_give_a_reason() -> None:
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
-def test_example_runs(block) -> None:  # type: ignore[no-untyped-def]
+def test_example_runs(block: Block) -> None:
     require_root()
     require_isolated()
     for binary in ("unshare", "runc", "crun", "conmon", "docker-registry", "mount", "ip"):
@@ -73,3 +75,49 @@ def test_example_runs(block) -> None:  # type: ignore[no-untyped-def]
     if results[block.id] is not None:
         pytest.fail(f"{block.id} (line {block.line}) failed:\n{results[block.id]}\n"
                     f"--- output ---\n{_block_output(output, block.id)}", pytrace=False)
+
+
+FAILING_PAGE = """# A page whose second and fourth examples are wrong
+
+```python
+x = 41
+```
+
+```python
+raise ValueError(f"boom {x}")
+```
+
+```python
+print(x + 1)
+```
+
+```console
+$ podkit --help >/dev/null; echo printed
+printed
+$ echo other
+not printed
+```
+
+```sh
+podkit no-such-command
+```
+"""
+
+
+def test_a_failing_example_is_reported_with_its_id_and_later_ones_still_run(
+        tmp_path: Path) -> None:
+    """The runner's own check: each wrong block fails under its id, naming the line or the
+    output it lacked; a good block after a bad one still passes; nothing is left behind."""
+    require_root()
+    require_isolated()
+    require_binary("unshare")
+    page = tmp_path / "p.md"
+    page.write_text(FAILING_PAGE)
+    results, output = run_page(str(page))
+    name = str(page)
+    assert results[f"{name}#1"] is None and results[f"{name}#3"] is None, output
+    assert f'File "<{name}#2>", line 1' in results[f"{name}#2"]
+    assert "ValueError: boom 41" in results[f"{name}#2"]
+    assert "did not print ['not printed']" in results[f"{name}#4"]
+    assert "exit status 2" in results[f"{name}#5"]
+    assert _block_output(output, f"{name}#3").splitlines()[1:] == ["42"]

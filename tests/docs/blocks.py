@@ -69,6 +69,11 @@ def pages() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 
+def page_name(page: Path) -> str:
+    """How test ids name a page: its path in the repository (else the path as given)."""
+    return str(page.relative_to(REPO)) if page.is_relative_to(REPO) else str(page)
+
+
 def page_blocks(page: Path) -> list[Block]:
     """The fenced blocks of one page, in order."""
     text = page.read_text()
@@ -76,7 +81,7 @@ def page_blocks(page: Path) -> list[Block]:
     for number, m in enumerate(_FENCE.finditer(text), start=1):
         before = [ln.strip() for ln in text[:m.start()].splitlines() if ln.strip()]
         marker = _NOT_RUN.match(before[-1]) if before else None
-        found.append(Block(page=str(page.relative_to(REPO)), number=number,
+        found.append(Block(page=page_name(page), number=number,
                            line=text[:m.start()].count("\n") + 1, lang=m.group(1),
                            code=m.group(2), not_run=marker.group(1) if marker else None))
     return found

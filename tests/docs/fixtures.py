@@ -72,6 +72,7 @@ def make_conmon_bundle(_: Context) -> None:
     from podkit import oci
     bundle = Path("/var/lib/podkit/bundles/web")
     _busybox(bundle / "rootfs")
+    (bundle / "rootfs/etc/hostname").write_text("web\n")
     spec = oci.runc_spec()
     spec.process.terminal = False
     spec.process.args = ["cat"]

@@ -77,20 +77,26 @@ def _example_traceback(block: Block) -> str:
 
 
 def force_delete_containers() -> list[str]:
-    """runc/crun delete --force for every container state left under the private dirs."""
+    """``runc``/``crun delete --force`` every container left in a runtime root (a dir named
+    runc or crun) under the private dirs: that removes its cgroup, which is the host's."""
     left = []
-    for top in ("/run", "/tmp", "/var/lib"):
-        for dirpath, _, files in os.walk(top):
-            if "state.json" in files or ("status" in files and "config.json" not in files):
-                root, cid = os.path.split(dirpath)
+    for top in ("/run", "/tmp", "/var/lib/podkit", "/var/lib/mycri"):
+        for dirpath, dirnames, _ in os.walk(top):
+            if os.path.basename(dirpath) not in ("runc", "crun"):
+                continue
+            for cid in dirnames:
                 left.append(cid)
-                for binary in ("runc", "crun"):
-                    subprocess.run([binary, "--root", root, "delete", "--force", cid],
-                                   capture_output=True)
+                subprocess.run([os.path.basename(dirpath), "--root", dirpath, "delete",
+                                "--force", cid], capture_output=True)
+            dirnames.clear()
     return left
 
 
 def main(page: str) -> int:
+    """Run ``page`` (a path in the repository, or any absolute path: read before the private
+    dirs hide it)."""
+    blocks = page_blocks(REPO / page)
+    page = blocks[0].page if blocks else page
     os.environ["PATH"] = ENV_PATH
     os.umask(0o022)
     private_dirs()
@@ -102,7 +108,7 @@ def main(page: str) -> int:
             fixture.make(ctx)
         os.chdir(ctx.cwd)
         scope: dict[str, object] = {"__name__": "__main__"}
-        for block in page_blocks(REPO / page):
+        for block in blocks:
             if not block.runs:
                 continue
             print(f"=== {block.id}", flush=True)
