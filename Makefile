@@ -50,7 +50,12 @@ demo: venv system-deps
 
 # Each benchmark prints its table (ratios against raw operations in the same run); a missed
 # target is marked in the table, only an error fails the target.
+# bench_vs_containerd.py needs Debian's containerd: installed here, outside scripts/isolated's
+# network namespace (never by `make test`).
 bench: venv system-deps
+	@if ! command -v containerd >/dev/null 2>&1 || ! command -v ctr >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then echo "installing: containerd"; apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q containerd; fi; fi
 	@failed=""; for b in benchmarks/bench_*.py; do echo "== $$b"; \
 		scripts/isolated $(PY) $$b || failed="$$failed $$b"; done; \
 	if [ -n "$$failed" ]; then echo "benchmarks that failed:$$failed" >&2; exit 1; fi
