@@ -119,14 +119,22 @@ def write_conflist(conf_dir: Path, conf: dict[str, object]) -> Path:
 
 
 def ensure_installed() -> None:
-    """Install Debian's containerd (bench only) when ``containerd`` or ``ctr`` is missing."""
+    """Install Debian's containerd (bench only) when ``containerd`` or ``ctr`` is missing.
+
+    ``make bench`` installs it before entering scripts/isolated, whose network namespace has
+    no route to the mirrors; this is the fallback for a run outside ``make``."""
     if shutil.which("containerd") and shutil.which("ctr"):
         return
     if os.geteuid() != 0:
         raise RuntimeError("containerd is missing and this is not root: apt-get install containerd")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-q"], check=True, env=env)
-    subprocess.run(["apt-get", "install", "-y", "-q", "containerd"], check=True, env=env)
+    update = subprocess.run(["apt-get", "update", "-q"], env=env, check=False)
+    install = subprocess.run(["apt-get", "install", "-y", "-q", "containerd"], env=env,
+                             check=False)
+    if update.returncode or install.returncode:
+        raise RuntimeError("containerd is missing and apt-get could not install it (no network "
+                           "inside scripts/isolated): run `make bench`, or apt-get install "
+                           "containerd first")
 
 
 def mounts_under(mountinfo: str, base: str) -> list[str]:
