@@ -5,6 +5,7 @@ containerd needed; the benchmark itself runs under ``make bench``."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -200,3 +201,50 @@ def test_hosts_dir_serves_the_registry_over_plain_http(tmp_path: Path) -> None:
     text = (hosts / "127.0.0.1:5999" / "hosts.toml").read_text()
     assert tomllib.loads(text) == {"server": "http://127.0.0.1:5999", "host": {
         "http://127.0.0.1:5999": {"capabilities": ["pull", "resolve"]}}}
+
+
+@pytest.mark.integration
+def test_remove_cni_chains_deletes_the_networks_chains_and_the_jumps_to_them() -> None:
+    """Real iptables (in scripts/isolated's namespace): the chains portmap and the bridge
+    plugin would make for two networks; only the named network's go."""
+    from support import require_binary, require_isolated
+
+    require_isolated()
+    require_binary("iptables")
+    ipt = ["iptables", "-w", "-t", "nat"]
+
+    def rules() -> str:
+        return subprocess.run(["iptables-save", "-t", "nat"], capture_output=True, text=True,
+                              check=True).stdout
+
+    made = {"CNI-DN-pkvstest": "pk-vs-test", "CNI-DN-pkvsother": "pk-vs-other"}
+    try:
+        for chain, net in made.items():
+            subprocess.run([*ipt, "-N", chain], check=True)
+            subprocess.run([*ipt, "-A", "PREROUTING", "-m", "comment", "--comment",
+                            f'dnat name: "{net}" id: "x"', "-j", chain], check=True)
+        assert instance.remove_cni_chains("pk-vs-test") == ["CNI-DN-pkvstest"]
+        after = rules()
+        assert "CNI-DN-pkvstest" not in after
+        assert ":CNI-DN-pkvsother" in after and "-j CNI-DN-pkvsother" in after
+    finally:
+        instance.remove_cni_chains("pk-vs-other")
+    assert "CNI-DN-pkvs" not in rules()
+
+
+@pytest.mark.integration
+def test_unmount_under_lazily_unmounts_nested_mounts(tmp_path: Path) -> None:
+    """Real mounts (scripts/isolated's mount namespace): a tmpfs with an overlay inside."""
+    from support import require_isolated
+
+    require_isolated()
+    outer = tmp_path / "base" / "root"
+    outer.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "pk-vs-test", str(outer)], check=True)
+    inner = outer / "a"
+    inner.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "pk-vs-test", str(inner)], check=True)
+    mountinfo = Path("/proc/self/mountinfo")
+    assert len(instance.mounts_under(mountinfo.read_text(), str(tmp_path / "base"))) == 2
+    instance.unmount_under(tmp_path / "base")
+    assert instance.mounts_under(mountinfo.read_text(), str(tmp_path)) == []
