@@ -1,0 +1,352 @@
+"""``podkit kube play|down`` end to end through the real CLI: real runc, conmon, CNI bridge and
+netns, busybox images in a store. A web server with a readiness probe and a client Job, init
+containers filling an emptyDir, configMap/secret volumes and env, a Deployment template, QoS in
+the cgroup and oom_score_adj, restarts with back-off, existence, failures and undo."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import _leaks
+from podkit.image import ImageStore, import_image
+from support import require_binary, require_isolated
+
+from .play_support import BUSYBOX_IMAGE, KubeEnv, busybox_layout, cgroup_limits
+
+pytestmark = pytest.mark.integration
+
+WEB = f"""\
+apiVersion: v1
+kind: Pod
+metadata: {{name: web, namespace: kp, labels: {{app: web}}}}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes: [{{name: www, emptyDir: {{}}}}]
+  initContainers:
+  - name: fetch
+    image: {BUSYBOX_IMAGE}
+    command: [sh, -c, 'echo "hello from the init container" > /www/index.html']
+    volumeMounts: [{{name: www, mountPath: /www}}]
+  - name: stamp
+    image: {BUSYBOX_IMAGE}
+    command: [sh, -c, 'echo second >> /www/index.html']
+    volumeMounts: [{{name: www, mountPath: /www}}]
+  containers:
+  - name: httpd
+    image: {BUSYBOX_IMAGE}
+    command: [httpd, -f, -p, "80", -h, /www]
+    ports: [{{containerPort: 80, hostPort: 18480}}]
+    volumeMounts: [{{name: www, mountPath: /www, readOnly: true}}]
+    readinessProbe:
+      httpGet: {{path: /index.html, port: 80}}
+      periodSeconds: 1
+  - name: sidecar
+    image: {BUSYBOX_IMAGE}
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+"""
+
+CLIENT = f"""\
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: client, namespace: kp}}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: wget
+        image: {BUSYBOX_IMAGE}
+        command: [wget, -q, -O, -, "http://$(WEB_IP)/index.html"]
+        env: [{{name: WEB_IP, value: "{{ip}}"}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def layout(busybox_rootfs: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The busybox image as an OCI layout, and the CLI's bridge ``pk0`` held for the module
+    (the bridge plugin never deletes it; it lives in scripts/isolated's namespace)."""
+    require_isolated()
+    for b in ("runc", "conmon"):
+        require_binary(b)
+    path = busybox_layout(busybox_rootfs, tmp_path_factory.mktemp("kube-image"))
+    subprocess.run(["ip", "link", "add", "pk0", "type", "bridge"], check=False,
+                   capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["ip", "link", "del", "pk0"], check=False, capture_output=True)
+
+
+@pytest.fixture
+def env(layout: Path, busybox_rootfs: Path, tmp_path: Path) -> Iterator[KubeEnv]:
+    """A test's dirs with the image in its store; no leaks after the test."""
+    import_image(ImageStore(tmp_path / "root"), layout, BUSYBOX_IMAGE)
+    for state in (tmp_path / "state", tmp_path / "state" / "pods"):
+        _leaks.register_runtime_root(state / "runc")
+        _leaks.register_ipam_dir(state / "ipam")
+    e = KubeEnv(base=tmp_path, rootfs=busybox_rootfs)
+    before = _leaks.snapshot()
+    try:
+        yield e
+    finally:  # a failed test's pods go too (kube down is idempotent)
+        for f in tmp_path.glob("*.yaml"):
+            e.podkit("kube", "down", str(f), *[a for s in tmp_path.glob("secret*.yaml")
+                                               for a in ("--secret", str(s))])
+    assert e.leaked(before) == []
+
+
+def _pod(out: dict[str, object], name: str) -> dict[str, object]:
+    pods = [p for p in out["pods"] if p["name"] == name]  # type: ignore[attr-defined]
+    assert len(pods) == 1, out
+    return pods[0]  # type: ignore[no-any-return]
+
+
+def _down(env: KubeEnv, *args: Path | str) -> list[str]:
+    res = env.podkit("kube", "down", *map(str, args))
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()
+
+
+def test_web_server_and_client_job(env: KubeEnv) -> None:
+    web = env.write("web.yaml", WEB)
+    rc, out, err = env.play(str(web), "--wait", "--timeout", "2m")
+    assert rc == 0, err
+    pod = _pod(out, "web")
+    assert pod["status"] == "Ready" and pod["ip"] and pod["namespace"] == "kp"
+    assert pod["host_ports"] == [{"host_port": 18480, "container_port": 80, "protocol": "TCP"}]
+    ctrs = {c["name"]: c for c in pod["containers"]}  # type: ignore[attr-defined]
+    assert [(c["name"], c["init"], c["state"], c["exit_code"]) for c in ctrs.values()] == [
+        ("fetch", True, "exited", 0), ("stamp", True, "exited", 0),
+        ("httpd", False, "running", None), ("sidecar", False, "running", None)]
+
+    client = env.write("client.yaml", CLIENT.replace("{ip}", str(pod["ip"])))
+    rc, out, err = env.play(str(client), "--wait", "--timeout", "2m")
+    assert rc == 0, err
+    job = _pod(out, "client-pod")  # a workload's pod: <name>-pod, as podman names it
+    assert job["status"] == "Succeeded"
+    assert env.pod_log("kp", "client-pod", str(job["uid"]), "wget") == \
+        "hello from the init container\nsecond\n"
+
+    # a second play says it exists (exit code 4) and changes nothing; --replace recreates
+    again = env.podkit("kube", "play", str(web))
+    assert again.returncode == 4 and "pod kp/web" in again.stderr and "exists" in again.stderr
+    rc, out2, err = env.play(str(web), "--replace", "--wait")
+    assert rc == 0, err
+    assert _pod(out2, "web")["sandbox_id"] != pod["sandbox_id"]
+
+    assert env.volumes() != []
+    notes = _down(env, web, client)
+    assert notes[0].startswith("pod kp/web: removed sandbox ") and "1 volume" in notes[0]
+    assert notes[1].startswith("pod kp/client-pod: removed sandbox ")
+    assert env.volumes() == []  # no volume dir, no pod dir
+    assert _down(env, web) == ["pod kp/web: not running (nothing to remove)"]
+
+
+def test_failing_init_container_leaves_the_pod_unless_rm_on_failure(env: KubeEnv) -> None:
+    f = env.write("fail.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: failing, namespace: kp}}
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
+          initContainers:
+          - {{name: setup, image: {BUSYBOX_IMAGE}, command: [sh, -c, "echo no; exit 3"]}}
+          containers:
+          - {{name: app, image: {BUSYBOX_IMAGE}, command: [sleep, "1000"]}}
+        """))
+    rc, out, err = env.play(str(f), "--wait")
+    assert rc == 1
+    assert "pod kp/failing init container 'setup': exited with code 3" in err
+    pod = _pod(out, "failing")  # what is left is printed
+    assert pod["status"] == "Failed" and pod["sandbox_id"]
+    assert _down(env, f)[0].startswith("pod kp/failing: removed sandbox")
+
+    rc, out, err = env.play(str(f), "--wait", "--rm-on-failure")
+    assert rc == 1 and "exited with code 3" in err and out == {}
+    assert _down(env, f) == ["pod kp/failing: not running (nothing to remove)"]
+    assert env.volumes() == []
+
+
+def test_bad_host_path_or_image_leaves_nothing(env: KubeEnv) -> None:
+    afile = env.base / "a-file"
+    afile.write_text("x")
+    f = env.write("bad.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: bad, namespace: kp}}
+        spec:
+          volumes:
+          - {{name: scratch, emptyDir: {{}}}}
+          - {{name: host, hostPath: {{path: {afile}, type: Directory}}}}
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            volumeMounts: [{{name: host, mountPath: /h}}, {{name: scratch, mountPath: /s}}]
+        """))
+    res = env.podkit("kube", "play", str(f))
+    assert res.returncode == 2, res.stderr
+    assert f"volume 'host': hostPath {afile} (type Directory): not a directory" in res.stderr
+    assert env.volumes() == [] and afile.read_text() == "x"
+
+    f.write_text(f.read_text().replace("type: Directory", "type: File").replace(
+        f"image: {BUSYBOX_IMAGE}", "image: localhost/kube-play/missing:1\n"
+        "    imagePullPolicy: Never"))
+    res = env.podkit("kube", "play", str(f))
+    assert res.returncode == 3, res.stderr
+    assert "image 'localhost/kube-play/missing:1': not in the image store" in res.stderr
+    assert "ErrImageNeverPull" in res.stderr
+    assert _down(env, f) == ["pod kp/bad: not running (nothing to remove)"]
+    assert env.volumes() == []
+
+
+def test_configmap_secret_deployment_and_hooks(env: KubeEnv) -> None:
+    hostdir = env.base / "host"
+    hostdir.mkdir()
+    (hostdir / "keep").write_text("mine")
+    secret = env.write("secret.yaml", textwrap.dedent("""\
+        apiVersion: v1
+        kind: Secret
+        metadata: {name: creds, namespace: kp}
+        stringData: {token: s3cret}
+        """))
+    f = env.write("deploy.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: ConfigMap
+        metadata: {{name: settings, namespace: kp}}
+        data: {{greeting: "hi there", mode: fast}}
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {{name: app, namespace: kp}}
+        spec:
+          replicas: 1
+          selector: {{matchLabels: {{app: app}}}}
+          template:
+            metadata: {{labels: {{app: app}}}}
+            spec:
+              terminationGracePeriodSeconds: 2
+              volumes:
+              - {{name: cfg, configMap: {{name: settings}}}}
+              - {{name: sec, secret: {{secretName: creds, defaultMode: 0400}}}}
+              - {{name: host, hostPath: {{path: {hostdir}, type: Directory}}}}
+              containers:
+              - name: app
+                image: {BUSYBOX_IMAGE}
+                command: [sh, -c]
+                args: ['cat /etc/cfg/greeting; echo; cat /etc/sec/token; echo;
+                        echo "$MODE $TOKEN"; trap "exit 0" TERM; while true; do sleep 1; done']
+                env:
+                - {{name: TOKEN, valueFrom: {{secretKeyRef: {{name: creds, key: token}}}}}}
+                envFrom: [{{configMapRef: {{name: settings}}, prefix: ""}}]
+                volumeMounts:
+                - {{name: cfg, mountPath: /etc/cfg}}
+                - {{name: sec, mountPath: /etc/sec}}
+                - {{name: host, mountPath: /host}}
+                readinessProbe:
+                  exec: {{command: [test, -f, /tmp/started]}}
+                  periodSeconds: 1
+                lifecycle:
+                  postStart: {{exec: {{command: [touch, /tmp/started]}}}}
+                  preStop: {{exec: {{command: [sh, -c, "echo bye > /host/prestop"]}}}}
+        """).replace("$MODE", "$mode"))
+    rc, out, err = env.play(str(f), "--secret", str(secret), "--wait", "--timeout", "2m")
+    assert rc == 0, err
+    pod = _pod(out, "app-pod")
+    assert pod["status"] == "Ready"
+    log = env.pod_log("kp", str(pod["name"]), str(pod["uid"]), "app")
+    assert log.splitlines()[:3] == ["hi there", "s3cret", "fast s3cret"]
+    vol = next(p for p in (env.base / "root" / "kube").rglob("volumes/sec"))
+    data = vol / "..data"
+    assert data.is_symlink() and os.readlink(vol / "token") == "..data/token"
+    assert stat.S_IMODE((vol / "token").stat().st_mode) == 0o400
+    _down(env, f, "--secret", str(secret))
+    assert (hostdir / "prestop").read_text() == "bye\n"  # the preStop hook ran
+    assert sorted(p.name for p in hostdir.iterdir()) == ["keep", "prestop"]
+    assert env.volumes() == []
+
+
+def test_qos_classes_in_the_cgroup_and_oom_score(env: KubeEnv) -> None:
+    from podkit._cli.podctx import manager
+    from podkit.cli import build_parser
+
+    def pod(name: str, resources: dict[str, object]) -> str:
+        return textwrap.dedent(f"""\
+            apiVersion: v1
+            kind: Pod
+            metadata: {{name: {name}, namespace: qos}}
+            spec:
+              terminationGracePeriodSeconds: 1
+              containers:
+              - name: app
+                image: {BUSYBOX_IMAGE}
+                command: [sleep, "1000"]
+                resources: {json.dumps(resources)}
+            """)
+
+    mi = 1024 * 1024
+    f = env.write("qos.yaml", "---\n".join([
+        pod("guaranteed", {"requests": {"cpu": "250m", "memory": "64Mi"},
+                           "limits": {"cpu": "250m", "memory": "64Mi"}}),
+        pod("burstable", {"requests": {"cpu": "100m", "memory": "32Mi"},
+                          "limits": {"memory": "128Mi"}}),
+        pod("besteffort", {})]))
+    rc, out, err = env.play(str(f), "--wait")
+    assert rc == 0, err
+    args = build_parser().parse_args(["kube", "down", str(f), *env.flags])
+    mem_total = next(int(line.split()[1]) * 1024 for line in
+                     Path("/proc/meminfo").read_text().splitlines()
+                     if line.startswith("MemTotal:"))
+    burst = 1000 - (1000 * 32 * mi) // mem_total
+    burst = 3 if burst < 3 else 999 if burst == 1000 else burst
+    want = {"guaranteed": (256, 25000, 64 * mi, -997), "burstable": (102, -1, 128 * mi, burst),
+            "besteffort": (2, -1, 0, 1000)}
+    with manager(args) as mgr:
+        floor = mgr.oom_score_floor  # the manager's own score: the host allows no lower
+        for p in out["pods"]:  # type: ignore[attr-defined]
+            [c] = p["containers"]
+            pid = mgr.container_status(c["id"]).pid
+            shares, quota, memory, score = want[p["name"]]
+            got = cgroup_limits(pid)
+            if "shares" in got:
+                assert (got["shares"], got["quota"], got["period"]) == (shares, quota, 100000)
+            else:  # runc's shares -> weight conversion
+                assert got["weight"] == 1 + ((shares - 2) * 9999) // 262142
+            assert got["memory"] == memory, p["name"]
+            assert int(Path(f"/proc/{pid}/oom_score_adj").read_text()) == max(score, floor)
+    _down(env, f)
+
+
+def test_restart_with_back_off_until_ready(env: KubeEnv) -> None:
+    f = env.write("crash.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: crashy, namespace: kp}}
+        spec:
+          terminationGracePeriodSeconds: 1
+          volumes: [{{name: data, emptyDir: {{medium: Memory, sizeLimit: 1Mi}}}}]
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'if [ ! -f /data/once ]; then touch /data/once; echo crash;
+                      exit 1; fi; echo up; trap "exit 0" TERM; while true; do sleep 1; done']
+            volumeMounts: [{{name: data, mountPath: /data}}]
+        """))
+    rc, out, err = env.play(str(f), "--wait", "--timeout", "2m")
+    assert rc == 0, err
+    pod = _pod(out, "crashy")
+    [app] = pod["containers"]  # type: ignore[misc]
+    assert (app["restart_count"], app["state"], pod["status"]) == (1, "running", "Ready")
+    assert env.pod_log("kp", "crashy", str(pod["uid"]), "app", 0) == "crash\n"
+    assert env.pod_log("kp", "crashy", str(pod["uid"]), "app", 1) == "up\n"
+    _down(env, f)
+    assert env.volumes() == []
