@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podkit.errors import InvalidArgumentError
 from podkit.kube import POD_IP_PLACEHOLDER
@@ -136,3 +138,15 @@ def test_env_from_missing_config_map_is_an_error() -> None:
     with pytest.raises(InvalidArgumentError,
                        match=r"envFrom\[0\]: ConfigMap default/'gone' not found"):
         plan_of(pod({"containers": [ctr(envFrom=[{"configMapRef": {"name": "gone"}}])]}))
+
+
+@given(st.text(alphabet=st.characters(blacklist_characters="$")))
+def test_text_without_dollar_is_unchanged(text: str) -> None:
+    assert expand(text, mapping_for(VARS)) == text
+
+
+@given(st.from_regex(r"\A[A-Z_]{1,8}\Z"), st.text(alphabet=st.characters(
+    blacklist_characters="$()")))
+def test_escaped_references_are_never_expanded(name: str, value: str) -> None:
+    assert expand(f"$$({name})", mapping_for({name: value})) == f"$({name})"
+    assert expand(f"$({name})", mapping_for({name: value})) == value

@@ -11,6 +11,7 @@ import pytest
 
 from podkit import cgroups
 from podkit.kube import PodPlan, plan_pods
+from podkit.runtime import ExecResult
 from podkit.sandbox import SandboxManager
 from sandbox._pods import copy_rootfs, managed, memory_limit, pod_bridge
 
@@ -72,6 +73,10 @@ def _cpu(cgroups_path: str) -> tuple[int, str]:
     return int((cpu / "cpu.weight").read_text()), (cpu / "cpu.max").read_text().split()[0]
 
 
+def _v1(shares: int) -> int:
+    return shares
+
+
 def _v2(shares: int) -> int:
     """The cgroup v2 weight runc writes for CPU shares."""
     return 1 + ((shares - 2) * 9999) // 262142
@@ -86,9 +91,10 @@ def test_qos_classes_in_the_cgroup_and_oom_score(mgr: SandboxManager, rootfs: Pa
         st = mgr.container_status(cid)
         oom = int(Path(f"/proc/{st.pid}/oom_score_adj").read_text())
         got[plan.name] = (oom, *_cpu(st.cgroups_path), memory_limit(st.cgroups_path))
-    v1 = (cgroups.locate(st.cgroups_path).controller_dir("cpu") / "cpu.shares").exists()
+    cpu_dir = cgroups.locate(st.cgroups_path).controller_dir("cpu")
+    v1 = cpu_dir is not None and (cpu_dir / "cpu.shares").exists()
     unlimited = "-1" if v1 else "max"
-    shares = (lambda n: n) if v1 else _v2
+    shares = _v1 if v1 else _v2
     # -997, or the manager's floor where the host does not allow lowering (no CAP_SYS_RESOURCE).
     assert got["guaranteed"][:3] == (max(-997, mgr.oom_score_floor), shares(256), "25000")
     assert got["guaranteed"][3] == 32 << 20
@@ -149,7 +155,10 @@ def test_env_security_volumes_hostname_and_sysctls(mgr: SandboxManager, rootfs: 
     (plan,) = plan_pods(from_text(MANIFEST), volumes_root=str(tmp_path / "v"),
                         log_root=str(tmp_path / "logs"), node_memory=NODE_MEMORY)
     cid = _start(mgr, plan, rootfs)["app"]
-    run = lambda *cmd: mgr.exec_sync(cid, list(cmd))  # noqa: E731
+
+    def run(*cmd: str) -> ExecResult:
+        return mgr.exec_sync(cid, list(cmd))
+
     # $(VAR) expanded in the command (sh is PID 1 of the container's own PID namespace) ...
     # $(VAR) expanded in the command: it wrote the configMap value and the pod name.
     wrote = mgr.exec_sync(cid, ["sh", "-c", "until [ -s /scratch/out ]; do sleep 0.1; done; "

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from podkit.container import validate_container_config
+from podkit.container import PodContext, validate_container_config
 from podkit.cri.convert import (
     container_config_from_cri,
     container_config_to_cri,
@@ -16,9 +16,16 @@ from podkit.cri.convert import (
     sandbox_config_to_cri,
 )
 from podkit.errors import InvalidArgumentError
-from podkit.kube import POD_FIELDS, PodValidationError, plan_pods, pod_to_cri, unsupported_fields
+from podkit.kube import (
+    POD_FIELDS,
+    UNSUPPORTED,
+    PodValidationError,
+    plan_pods,
+    pod_to_cri,
+    unsupported_fields,
+)
 from podkit.kube.manifests import manifests_from, parse_manifests
-from podkit.sandbox import validate_sandbox_config
+from podkit.sandbox import SandboxFiles, validate_sandbox_config
 
 from .helpers import MANIFESTS, NODE_MEMORY, config_map, ctr, plan_of, plan_text, plans, pod, secret
 
@@ -69,7 +76,7 @@ def test_selector_must_match_the_template() -> None:
         plan_text(yaml.safe_dump(body))
 
 
-UNSUPPORTED = {
+SPEC_EXTRAS = {
     "nodeSelector": {"disk": "ssd"},
     "affinity": {"nodeAffinity": {}},
     "tolerations": [{"key": "k"}],
@@ -80,7 +87,7 @@ UNSUPPORTED = {
 
 
 def test_unsupported_fields_are_warned_one_each() -> None:
-    m = pod({**UNSUPPORTED,
+    m = pod({**SPEC_EXTRAS,
              "containers": [ctr(resources={"limits": {"nvidia.com/gpu": 1}, "claims": [{}]},
                                 resizePolicy=[{}])]},
             generateName="x-")
@@ -88,7 +95,7 @@ def test_unsupported_fields_are_warned_one_each() -> None:
     assert sorted(p.warnings) == sorted(f"{path}: not supported, ignored" for path in [
         "metadata.generateName", "spec.containers[0].resources.limits.nvidia.com/gpu",
         "spec.containers[0].resources.claims", "spec.containers[0].resizePolicy",
-        *(f"spec.{k}" for k in UNSUPPORTED)])
+        *(f"spec.{k}" for k in SPEC_EXTRAS)])
 
 
 def test_a_volume_of_an_unsupported_kind_is_an_error() -> None:
@@ -205,9 +212,29 @@ def test_pod_to_cri_configs_pass_the_pods_layer_checks() -> None:
     sandbox, containers = pod_to_cri(FULL, config_maps=[config_map("cm", k="v")],
                                      node_memory=NODE_MEMORY, node_name="n")
     validate_sandbox_config(sandbox)
-    from podkit.container import PodContext
-    from podkit.sandbox import SandboxFiles
     ctx = PodContext(id="x", config=sandbox, files=SandboxFiles(
         hostname="/h", hosts="/hosts", resolv_conf="/r", shm=""), namespace_paths={})
     for c in containers:
         validate_container_config(c, ctx)
+
+
+def _with(path: str) -> dict[str, Any]:
+    """A pod manifest that sets the field ``path`` (``[]`` meaning the first list item)."""
+    m = pod({"volumes": [{"name": "v"}]})
+    node: Any = m
+    parts = path.replace("[]", ".[]").split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "[]":
+            node = node[0]
+        elif last:
+            node[part] = {"x": 1}
+        else:
+            node = node.setdefault(part, {})
+    return m
+
+
+@pytest.mark.parametrize("path", UNSUPPORTED)
+def test_each_listed_unsupported_field_is_reported(path: str) -> None:
+    reported = [p.replace("[0]", "[]") for p in unsupported_fields(_with(path), POD_FIELDS)]
+    assert reported == [path]

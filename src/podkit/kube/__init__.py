@@ -9,7 +9,7 @@ not map are listed in ``PodPlan.warnings`` (errors with ``strict=True``), never 
 from __future__ import annotations
 
 from podkit.kube.dns import parse_resolv_conf
-from podkit.kube.fields import POD_FIELDS, unsupported_fields
+from podkit.kube.fields import POD_FIELDS, UNSUPPORTED, unsupported_fields
 from podkit.kube.manifests import (
     ConfigData,
     Document,
@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_VOLUMES_ROOT",
     "POD_FIELDS",
     "POD_IP_PLACEHOLDER",
+    "UNSUPPORTED",
     "ConfigData",
     "ContainerPlan",
     "Document",

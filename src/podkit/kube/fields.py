@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["POD_FIELDS", "WORKLOAD_FIELDS", "shape_problems", "unsupported_fields"]
+__all__ = [
+    "POD_FIELDS",
+    "UNSUPPORTED",
+    "WORKLOAD_FIELDS",
+    "shape_problems",
+    "unsupported_fields",
+]
 
 Tree = dict[str, Any]
 
@@ -90,6 +96,17 @@ WORKLOAD_FIELDS: dict[str, Tree] = {
         "Job": {},
     }.items()
 }
+
+
+# Pod fields people commonly write that podkit does not map (a sample for docs and help text;
+# the walk below reports any field outside the tree, listed here or not).
+UNSUPPORTED: tuple[str, ...] = (
+    "spec.nodeSelector", "spec.affinity", "spec.tolerations", "spec.topologySpreadConstraints",
+    "spec.serviceAccountName", "spec.automountServiceAccountToken", "spec.ephemeralContainers",
+    "spec.priorityClassName", "spec.hostAliases", "spec.nodeName", "spec.readinessGates",
+    "spec.resourceClaims", "spec.containers[].resources.claims", "spec.containers[].resizePolicy",
+    "spec.volumes[].persistentVolumeClaim", "spec.volumes[].projected",
+)
 
 
 def unsupported_fields(value: Any, tree: Any, path: str = "") -> Iterator[str]:
