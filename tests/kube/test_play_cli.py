@@ -350,3 +350,32 @@ def test_restart_with_back_off_until_ready(env: KubeEnv) -> None:
     assert env.pod_log("kp", "crashy", str(pod["uid"]), "app", 1) == "up\n"
     _down(env, f)
     assert env.volumes() == []
+
+
+def test_probe_that_never_passes_times_out(env: KubeEnv) -> None:
+    f = env.write("never.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: notready, namespace: kp}}
+        spec:
+          terminationGracePeriodSeconds: 1
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+            readinessProbe:
+              exec: {{command: [sh, -c, "echo not yet; exit 1"]}}
+              periodSeconds: 1
+        """))
+    res = env.podkit("kube", "play", str(f), "--wait", "--timeout", "4s")
+    assert res.returncode == 6, res.stderr
+    assert ("timed out waiting for pod kp/notready to be Ready: container 'app': running, "
+            "readiness probe Failure (exit code 1: not yet)") in res.stderr
+    header, row = res.stdout.splitlines()  # the table of what is left
+    assert header.split()[:3] == ["POD", "POD", "ID"] and row.split()[0] == "kp/notready"
+    assert "app" in row.split() and "running" in row.split()
+    env.ids.append(row.split()[1])
+    res = env.podkit("kube", "play", str(f), "--wait", "--timeout", "3s", "--replace",
+                     "--rm-on-failure")
+    assert res.returncode == 6 and res.stdout == ""
+    assert _down(env, f) == ["pod kp/notready: not running (nothing to remove)"]
