@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from podkit._cli.dirs import add_dir_options
+from podkit._cli.dirs import ROOT_ENV, add_dir_options
 from podkit._cli.exits import ExitCode, exit_code_for
 from podkit._cli.messages import error_line, log_to, needs_root_line
 
@@ -61,15 +61,25 @@ def _leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser
 
 
 def _add_global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
-    """``--debug``, ``--root`` and ``--state``, given before or after the command words (a
-    command with its own ``--root``, such as ``cri serve``, keeps it)."""
-    have = set(p._option_string_actions)
+    """``--debug``, ``--root`` and ``--state``, given before or after the command words."""
+    have = p._option_string_actions
     if "--debug" not in have:
         p.add_argument("--debug", action="store_true",
                        default=False if top else argparse.SUPPRESS,
                        help="full error messages, command lines and stacks; debug logs")
     if "--root" not in have and "--state" not in have:
         add_dir_options(p)
+    elif not top and have["--root"].default not in (None, argparse.SUPPRESS):
+        # a command with its own --root (cri serve): its default must not hide the global one
+        p.set_defaults(own_root_default=have["--root"].default)
+        have["--root"].default = argparse.SUPPRESS
+
+
+def _fill_own_root(args: argparse.Namespace) -> None:
+    """A command with its own ``--root`` gets the global one, else ``$PODKIT_ROOT``, else its
+    own default."""
+    if hasattr(args, "own_root_default") and not hasattr(args, "root"):
+        args.root = os.environ.get(ROOT_ENV) or args.own_root_default
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0) if isinstance(e.code, int) else ExitCode.USAGE
     args.command_after_dashdash = after
+    _fill_own_root(args)
     debug = bool(getattr(args, "debug", False))
     with log_to(sys.stderr, debug=debug):
         try:

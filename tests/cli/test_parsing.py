@@ -103,3 +103,23 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert main(["--help"]) == 0
     assert "--root DIR" in capsys.readouterr().out
+
+
+def test_a_command_with_its_own_root_gets_the_global_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import podkit.cli
+
+    monkeypatch.delenv("PODKIT_ROOT", raising=False)
+
+    def parsed(*argv: str) -> argparse.Namespace:
+        args = parse(*argv)
+        podkit.cli._fill_own_root(args)
+        return args
+
+    serve = ("cri", "serve", "--pause-image", "p")
+    assert parsed(*serve).root == "/var/lib/podkit"
+    assert parsed("--root", "/g", *serve).root == "/g"
+    assert parsed(*serve, "--root", "/own").root == "/own"
+    monkeypatch.setenv("PODKIT_ROOT", "/env")
+    assert parsed(*serve).root == "/env"
+    assert parsed(*serve, "--root", "/own").root == "/own"
