@@ -150,3 +150,54 @@ def test_text_without_dollar_is_unchanged(text: str) -> None:
 def test_escaped_references_are_never_expanded(name: str, value: str) -> None:
     assert expand(f"$$({name})", mapping_for({name: value})) == f"$({name})"
     assert expand(f"$({name})", mapping_for({name: value})) == value
+
+
+RESOURCES = {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"cpu": "1500m"}}
+
+
+@pytest.mark.parametrize(("ref", "out"), [
+    ({"resource": "limits.cpu"}, "2"),                       # 1.5 cores rounded up
+    ({"resource": "limits.cpu", "divisor": "1m"}, "1500"),
+    ({"resource": "requests.cpu", "divisor": "1m"}, "250"),
+    ({"resource": "requests.cpu"}, "1"),
+    ({"resource": "requests.memory"}, str(64 << 20)),
+    ({"resource": "requests.memory", "divisor": "1Mi"}, "64"),
+    ({"resource": "requests.memory", "divisor": "1M"}, "68"),  # 67.1 rounded up
+    # An unset limit is the node's allocatable amount.
+    ({"resource": "limits.memory", "divisor": "1Gi"}, "8"),
+    ({"resource": "limits.cpu", "containerName": "other"}, "4"),
+    ({"resource": "requests.cpu", "containerName": "other"}, "0"),
+])
+def test_resource_field_refs(ref: dict[str, str], out: str) -> None:
+    p = plan_of(pod({"containers": [
+        ctr(resources=RESOURCES, env=[{"name": "V", "valueFrom": {"resourceFieldRef": ref}}]),
+        {"name": "other", "image": "busybox"}]}), node_cpus=4)
+    assert _env(p.containers[0].config.envs) == {"V": out}
+
+
+def test_resource_field_refs_in_downward_volumes() -> None:
+    p = plan_of(pod({"containers": [ctr(resources=RESOURCES)], "volumes": [{
+        "name": "d", "downwardAPI": {"items": [{"path": "cpu", "resourceFieldRef": {
+            "containerName": "c", "resource": "limits.cpu", "divisor": "1m"}}]}}]}))
+    assert p.volumes[0].files == (("cpu", b"1500", 0o644),)
+
+
+@pytest.mark.parametrize(("ref", "message"), [
+    ({"resource": "limits.ephemeral-storage"},
+     r"resourceFieldRef.resource: 'limits.ephemeral-storage' is not one of limits.cpu"),
+    ({"resource": "limits.cpu", "containerName": "ghost"},
+     r"resourceFieldRef.containerName: no container named 'ghost'"),
+    ({"resource": "limits.cpu", "divisor": "lots"}, r"resourceFieldRef.divisor: 'lots' is not"),
+])
+def test_bad_resource_field_refs(ref: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=message):
+        plan_of(pod({"containers": [ctr(env=[{"name": "V", "valueFrom": {
+            "resourceFieldRef": ref}}])]}))
+
+
+def test_downward_volume_resource_refs_need_a_container_name() -> None:
+    with pytest.raises(InvalidArgumentError,
+                       match=r"items\[0\].resourceFieldRef.containerName: required in a "
+                             "downwardAPI volume"):
+        plan_of(pod({"volumes": [{"name": "d", "downwardAPI": {"items": [{
+            "path": "x", "resourceFieldRef": {"resource": "limits.cpu"}}]}}]}))

@@ -12,6 +12,7 @@ import attrs
 from podkit.errors import InvalidArgumentError, quote
 from podkit.kube.manifests import ConfigData
 from podkit.kube.plan import POD_IP_PLACEHOLDER
+from podkit.kube.resource_fields import resource_field_value
 
 __all__ = [
     "EnvContext",
@@ -77,6 +78,9 @@ class EnvContext:
     service_account: str
     config_maps: Mapping[tuple[str, str], ConfigData]
     secrets: Mapping[tuple[str, str], ConfigData]
+    containers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)  # by name
+    node_cpu_milli: int = 0  # allocatable, for resourceFieldRef limits that are not set
+    node_memory: int = 0
 
 
 _SUBSCRIPT = re.compile(r"^metadata\.(labels|annotations)\['([^']*)'\]$")
@@ -117,7 +121,12 @@ def _key_ref(ref: Mapping[str, Any], table: Mapping[tuple[str, str], ConfigData]
     return data.data[key].decode(errors="replace")
 
 
-def _value_from(source: Mapping[str, Any], ctx: EnvContext, where: str) -> str | None:
+def _value_from(source: Mapping[str, Any], container: Mapping[str, Any], ctx: EnvContext,
+                where: str) -> str | None:
+    if "resourceFieldRef" in source:
+        return resource_field_value(source["resourceFieldRef"], container, ctx.containers,
+                                    ctx.node_cpu_milli, ctx.node_memory,
+                                    f"{where}.resourceFieldRef")
     if "fieldRef" in source:
         return field_ref_value(str(source["fieldRef"].get("fieldPath", "")), ctx,
                                f"{where}.fieldRef")
@@ -127,8 +136,9 @@ def _value_from(source: Mapping[str, Any], ctx: EnvContext, where: str) -> str |
     if "secretKeyRef" in source:
         return _key_ref(source["secretKeyRef"], ctx.secrets, "Secret", ctx,
                         f"{where}.secretKeyRef")
-    raise InvalidArgumentError(f"{where}: no supported source (fieldRef, configMapKeyRef, "
-                               f"secretKeyRef), got {', '.join(sorted(source)) or 'none'}")
+    got = ", ".join(sorted(source)) or "none"
+    raise InvalidArgumentError(f"{where}: no supported source (fieldRef, resourceFieldRef, "
+                               f"configMapKeyRef, secretKeyRef), got {got}")
 
 
 def _env_from(container: Mapping[str, Any], ctx: EnvContext, where: str,
@@ -169,7 +179,7 @@ def container_env(container: Mapping[str, Any], ctx: EnvContext, where: str,
         if raw not in (None, ""):
             env[name] = expand(str(raw), mapping_for(env))
         elif var.get("valueFrom") is not None:
-            got = _value_from(var["valueFrom"], ctx, f"{where}.env[{i}].valueFrom")
+            got = _value_from(var["valueFrom"], container, ctx, f"{where}.env[{i}].valueFrom")
             if got is not None:
                 env[name] = got
         else:

@@ -26,6 +26,7 @@ _PAIR: Tree = {"name": None, "value": None}
 _KEY_REF: Tree = {"name": None, "key": None, "optional": None}
 _FIELD_REF: Tree = {"fieldPath": None, "apiVersion": None}
 _NAMED_REF: Tree = {"name": None, "optional": None}
+_RESOURCE_REF: Tree = {"containerName": None, "resource": None, "divisor": None}
 _EXEC: Tree = {"command": None}
 _PROBE: Tree = {
     "exec": _EXEC,
@@ -39,7 +40,8 @@ _QUANTITIES: Tree = {"cpu": None, "memory": None}
 CONTAINER: Tree = {
     "name": None, "image": None, "command": None, "args": None, "workingDir": None,
     "env": [{"name": None, "value": None, "valueFrom": {
-        "fieldRef": _FIELD_REF, "configMapKeyRef": _KEY_REF, "secretKeyRef": _KEY_REF}}],
+        "fieldRef": _FIELD_REF, "resourceFieldRef": _RESOURCE_REF,
+        "configMapKeyRef": _KEY_REF, "secretKeyRef": _KEY_REF}}],
     "envFrom": [{"prefix": None, "configMapRef": _NAMED_REF, "secretRef": _NAMED_REF}],
     "ports": [{"name": None, "containerPort": None, "hostPort": None, "protocol": None,
                "hostIP": None}],
@@ -65,7 +67,8 @@ _VOLUME: Tree = {
                   "defaultMode": None, "optional": None},
     "secret": {"secretName": None, "items": [{"key": None, "path": None, "mode": None}],
                "defaultMode": None, "optional": None},
-    "downwardAPI": {"items": [{"path": None, "fieldRef": _FIELD_REF, "mode": None}],
+    "downwardAPI": {"items": [{"path": None, "fieldRef": _FIELD_REF,
+                               "resourceFieldRef": _RESOURCE_REF, "mode": None}],
                     "defaultMode": None},
 }
 _METADATA: Tree = {"name": None, "namespace": None, "uid": None, "labels": None,

@@ -3,6 +3,7 @@ CRI frontend. Every pod is checked whole before any plan is returned."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ class PlanOptions:
     volumes_root: str
     node_name: str
     node_memory: int
+    node_cpu_milli: int = 0
     strict: bool = False
     uid_for: Callable[[str, str], str] | None = None
     sandbox: SandboxOptions = attrs.field(factory=SandboxOptions)
@@ -90,14 +92,16 @@ def plan_pod(src: PodSource, manifests: Manifests, options: PlanOptions) -> PodP
     pod = src.pod
     meta, spec = pod["metadata"], pod["spec"]
     name, namespace, uid = str(meta["name"]), str(meta["namespace"]), str(meta["uid"])
+    init = list(spec.get("initContainers") or ())
+    apps = list(spec.get("containers") or ())
     env = EnvContext(
         name=name, namespace=namespace, uid=uid, node_name=options.node_name,
         labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
         annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
         service_account=str(spec.get("serviceAccountName") or "default"),
-        config_maps=manifests.config_maps, secrets=manifests.secrets)
-    init = list(spec.get("initContainers") or ())
-    apps = list(spec.get("containers") or ())
+        config_maps=manifests.config_maps, secrets=manifests.secrets,
+        containers={str(c.get("name")): c for c in init + apps},
+        node_cpu_milli=options.node_cpu_milli, node_memory=options.node_memory)
     try:
         volumes = volume_plans(spec, pod_dir(options.volumes_root, namespace, name, uid), env)
         ctx = ContainerContext(pod=pod, env=env, volumes=volumes, qos=qos_class(init + apps),
@@ -126,6 +130,7 @@ def plan_pods(
     volumes_root: str,
     node_name: str | None = None,
     node_memory: int | None = None,
+    node_cpus: float | None = None,
     strict: bool = False,
     uid_for: Callable[[str, str], str] | None = None,
     host_dns: DNSConfig | None = None,
@@ -135,10 +140,13 @@ def plan_pods(
     seccomp_root: str = SECCOMP_ROOT,
 ) -> list[PodPlan]:
     """One plan per pod-bearing document, in file order. Nothing is planned unless every pod
-    is valid; two documents naming the same pod are refused."""
+    is valid; two documents naming the same pod are refused. ``node_memory`` (bytes) and
+    ``node_cpus`` default to this machine's."""
     options = PlanOptions(
         volumes_root=volumes_root, node_name=node_name or socket.gethostname(),
-        node_memory=node_memory or node_memory_bytes(), strict=strict, uid_for=uid_for,
+        node_memory=node_memory or node_memory_bytes(),
+        node_cpu_milli=round((node_cpus or os.cpu_count() or 1) * 1000),
+        strict=strict, uid_for=uid_for,
         sandbox=SandboxOptions(host_dns=host_dns, cluster_dns=tuple(cluster_dns),
                                cluster_domain=cluster_domain, log_root=log_root,
                                seccomp_root=seccomp_root))

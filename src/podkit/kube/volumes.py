@@ -11,6 +11,7 @@ from podkit.errors import InvalidArgumentError, quote
 from podkit.kube.env import EnvContext, expand, field_ref_value, mapping_for
 from podkit.kube.plan import VolumePlan
 from podkit.kube.quantity import value
+from podkit.kube.resource_fields import resource_field_value
 
 __all__ = [
     "DEFAULT_MODE",
@@ -112,21 +113,31 @@ def _data_files(vol: Mapping[str, Any], kind: str, ctx: EnvContext, where: str,
     return tuple(files)
 
 
+def _downward_text(item: Mapping[str, Any], ctx: EnvContext, here: str) -> str:
+    """One downwardAPI item's content."""
+    if item.get("resourceFieldRef"):
+        return resource_field_value(item["resourceFieldRef"], None, ctx.containers,
+                                    ctx.node_cpu_milli, ctx.node_memory,
+                                    f"{here}.resourceFieldRef")
+    ref = item.get("fieldRef")
+    if not ref:
+        raise InvalidArgumentError(f"{here}: needs fieldRef or resourceFieldRef")
+    path = str(ref.get("fieldPath", ""))
+    if path == "metadata.labels":
+        return format_map(ctx.labels)
+    if path == "metadata.annotations":
+        return format_map(ctx.annotations)
+    return field_ref_value(path, ctx, f"{here}.fieldRef", volume=True)
+
+
 def _downward_files(vol: Mapping[str, Any], ctx: EnvContext, where: str,
                     ) -> tuple[tuple[str, bytes, int], ...]:
     default = _mode(vol.get("defaultMode", DEFAULT_MODE), f"{where}.defaultMode")
     files = []
     for i, item in enumerate(vol.get("items") or ()):
         here = f"{where}.items[{i}]"
-        ref = item.get("fieldRef")
-        if not ref:
-            raise InvalidArgumentError(f"{here}: only fieldRef items are supported")
-        path = str(ref.get("fieldPath", ""))
-        if path in ("metadata.labels", "metadata.annotations"):
-            text = format_map(ctx.labels if path == "metadata.labels" else ctx.annotations)
-        else:
-            text = field_ref_value(path, ctx, f"{here}.fieldRef", volume=True)
-        files.append((_relative(item.get("path"), f"{here}.path"), text.encode(),
+        files.append((_relative(item.get("path"), f"{here}.path"),
+                      _downward_text(item, ctx, here).encode(),
                       _mode(item.get("mode", default), f"{here}.mode")))
     return tuple(files)
 
