@@ -76,3 +76,14 @@ def test_pull_with_progress(registry: str, sample: BuiltImage, tmp_path: Path,
     out = capsys.readouterr()
     assert out.out.split() == [ref, sample.descriptor["digest"]]
     assert f"pull {ref} [" in out.err and "4/4 blobs" in out.err
+
+
+def test_listing_an_empty_root_makes_nothing(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "none"
+    assert main(["image", "ls", "-o", "json", "--root", str(root)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["image", "inspect", "--root", str(root), "app:1"]) == 3
+    assert capsys.readouterr().err == f"podkit: image 'app:1': not found (no image store in " \
+        f"{root})\n"
+    assert not root.exists()

@@ -14,6 +14,7 @@ from podkit.image import (
     AuthFile,
     Credentials,
     Image,
+    ImageNotFoundError,
     ImageStore,
     Platform,
     Progress,
@@ -170,13 +171,23 @@ _COLUMNS = (Column("name", "REFERENCE"), Column("digest", "DIGEST", lambda v: st
             Column("size", "SIZE", _size))
 
 
+def _existing_store(args: argparse.Namespace) -> ImageStore | None:
+    """The store under the root if there is one: a listing makes no directories."""
+    return _store(args) if (podkit_root(args) / "image").is_dir() else None
+
+
 def _ls(args: argparse.Namespace) -> int:
-    emit(args, [_image_record(i) for i in _store(args).list()], _COLUMNS, id_key="name")
+    store = _existing_store(args)
+    images = store.list() if store is not None else []
+    emit(args, [_image_record(i) for i in images], _COLUMNS, id_key="name")
     return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _existing_store(args)
+    if store is None:
+        raise ImageNotFoundError(
+            f"image {args.references[0]!r}: not found (no image store in {podkit_root(args)})")
     out: list[dict[str, Any]] = []
     for ref in args.references:
         image = store.get(ref)
