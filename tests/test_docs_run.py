@@ -55,6 +55,20 @@ def _block_output(output: str, block_id: str) -> str:
     return output[start:min(ends) if ends else None][-4000:]
 
 
+PAGES = sorted({b.page for b in RUN})
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_leaves_no_cgroup(page: str) -> None:
+    """The containers a page's examples started are gone with their cgroups (the runner
+    force-deletes what the examples leave; a cgroup that survives that is a leak)."""
+    require_root()
+    require_isolated()
+    results, output = run_page(page)
+    if results.get(page + "#cleanup"):
+        pytest.fail(f"{page}: {results[page + '#cleanup']}\n{output[-3000:]}", pytrace=False)
+
+
 def test_runnable_blocks_exist() -> None:
     assert len(RUN) >= 15, [b.id for b in RUN]
 

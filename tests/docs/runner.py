@@ -76,6 +76,26 @@ def _example_traceback(block: Block) -> str:
     return text if start < 0 else "Traceback (from the example):\n  " + text[start:]
 
 
+def container_cgroups() -> set[str]:
+    """The pids (v1) or unified (v2) cgroup dirs of the processes in this PID namespace that
+    are not the runner's own: where the page's containers live (all of them are ours)."""
+    own = Path("/proc/self/cgroup").read_text()
+    unified = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+    found = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            text = (proc / "cgroup").read_text() if proc.name.isdigit() else own
+        except OSError:
+            continue
+        for line in set(text.splitlines()) - set(own.splitlines()):
+            _, controllers, path = line.split(":", 2)
+            if "pids" in controllers.split(","):
+                found.add(f"/sys/fs/cgroup/pids{path}")
+            elif unified and not controllers:
+                found.add(f"/sys/fs/cgroup{path}")
+    return found
+
+
 def force_delete_containers() -> list[str]:
     """``runc``/``crun delete --force`` every container left in a runtime root (a dir named
     runc or crun) under the private dirs: that removes its cgroup, which is the host's."""
@@ -108,6 +128,7 @@ def main(page: str) -> int:
             fixture.make(ctx)
         os.chdir(ctx.cwd)
         scope: dict[str, object] = {"__name__": "__main__"}
+        cgroups: set[str] = set()
         for block in blocks:
             if not block.runs:
                 continue
@@ -122,11 +143,15 @@ def main(page: str) -> int:
             except BaseException:
                 results[block.id] = _example_traceback(block)
             sys.stdout.flush()
+            cgroups |= container_cgroups()
     finally:
         os.chdir("/")
+        print(f"=== container cgroups seen: {len(cgroups)}", flush=True)
         left = force_delete_containers()
         if left:
             print(f"=== force-deleted containers left by the page: {left}", flush=True)
+        results[page + "#cleanup"] = "\n".join(
+            f"cgroup left behind: {d}" for d in sorted(cgroups) if os.path.isdir(d)) or None
         for stop, proc in ctx.procs:
             stop(proc)
         print(RESULTS + json.dumps(results), flush=True)
