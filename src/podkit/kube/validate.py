@@ -78,12 +78,14 @@ def _metadata(meta: Mapping[str, Any]) -> Iterator[Problem]:
     for key, val in (meta.get("labels") or {}).items():
         if not _is_qualified_key(key):
             yield f"metadata.labels.{key}", f"{quote(key)} is not a valid label key"
-        if val is not None and not (len(str(val)) <= 63 and
-                                    (str(val) == "" or _QUALIFIED.match(str(val)))):
-            yield f"metadata.labels.{key}", f"{quote(val)} is not a valid label value"
-    for key in meta.get("annotations") or {}:
+        if not isinstance(val, str) or not (len(val) <= 63 and
+                                            (val == "" or _QUALIFIED.match(val))):
+            yield f"metadata.labels.{key}", f"{quote(val)} is not a valid label value (a string)"
+    for key, val in (meta.get("annotations") or {}).items():
         if not _is_qualified_key(key):
             yield f"metadata.annotations.{key}", f"{quote(key)} is not a valid annotation key"
+        if not isinstance(val, str):
+            yield f"metadata.annotations.{key}", f"{quote(val)} must be a string (quote it)"
 
 
 def _ports(ctr: Mapping[str, Any], where: str, host_network: bool) -> Iterator[Problem]:
@@ -113,6 +115,8 @@ def _env(ctr: Mapping[str, Any], where: str) -> Iterator[Problem]:
         if not isinstance(var.get("name"), str) or not ENV_NAME.match(var["name"]):
             yield f"{here}.name", (f"{quote(var.get('name'))} is not a valid environment "
                                    "variable name ([-._a-zA-Z][-._a-zA-Z0-9]*)")
+        if var.get("value") is not None and not isinstance(var["value"], str):
+            yield f"{here}.value", f"{quote(var['value'])} must be a string (quote it)"
         source = var.get("valueFrom")
         if source is not None:
             if var.get("value") not in (None, ""):
@@ -198,6 +202,10 @@ def _container(ctr: Mapping[str, Any], where: str, spec: Mapping[str, Any], init
     if ctr.get("imagePullPolicy") not in (None, *_PULL):
         yield f"{where}.imagePullPolicy", f"{quote(ctr['imagePullPolicy'])} is not one of " \
                                           f"{', '.join(_PULL)}"
+    for key in ("command", "args"):
+        for j, item in enumerate(ctr.get(key) or ()):
+            if not isinstance(item, str):
+                yield f"{where}.{key}[{j}]", f"{quote(item)} must be a string (quote it)"
     if init:
         for key in ("readinessProbe", "livenessProbe", "startupProbe", "lifecycle"):
             if ctr.get(key):
