@@ -141,12 +141,25 @@ class KubeEnv:
             else []
 
 
+def busybox_image(rootfs: Path, *extra: tuple[str, bytes]) -> Any:
+    """The busybox rootfs as an image (``BuiltImage``), with ``extra`` files in a 2nd layer."""
+    from image.imagebuild import Layer, build_image
+
+    layers = [Layer().tree(rootfs).bytes()]
+    if extra:
+        layer = Layer()
+        for name, data in extra:
+            layer = layer.file(name, data)
+        layers.append(layer.bytes())
+    return build_image(layers, ["gzip"] * len(layers),
+                       {"Env": ["PATH=/bin:/usr/bin"], "Cmd": ["sh"]})
+
+
 def busybox_layout(rootfs: Path, work: Path) -> Path:
     """The busybox rootfs as an OCI layout of one image (import it as ``BUSYBOX_IMAGE``)."""
-    from image.imagebuild import Layer, build_image, write_layout
+    from image.imagebuild import write_layout
 
-    img = build_image([Layer().tree(rootfs).bytes()], ["gzip"],
-                      {"Env": ["PATH=/bin:/usr/bin"], "Cmd": ["sh"]})
+    img = busybox_image(rootfs)
     return write_layout(work / "busybox-layout", [(img.descriptor, None)], img.blobs)
 
 

@@ -16,10 +16,17 @@ from pathlib import Path
 import pytest
 
 import _leaks
+from image.registries import push_image, registry  # noqa: F401 - registry: a fixture
 from podkit.image import ImageStore, import_image
 from support import require_binary, require_isolated
 
-from .play_support import BUSYBOX_IMAGE, KubeEnv, busybox_layout, cgroup_limits
+from .play_support import (
+    BUSYBOX_IMAGE,
+    KubeEnv,
+    busybox_image,
+    busybox_layout,
+    cgroup_limits,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -379,3 +386,43 @@ def test_probe_that_never_passes_times_out(env: KubeEnv) -> None:
                      "--rm-on-failure")
     assert res.returncode == 6 and res.stdout == ""
     assert _down(env, f) == ["pod kp/notready: not running (nothing to remove)"]
+
+
+def test_pull_policies_against_a_registry(env: KubeEnv, registry: str,  # noqa: F811
+                                          busybox_rootfs: Path) -> None:
+    from podkit.image import ImageStore
+
+    push_image(env.base, busybox_image(busybox_rootfs, ("version", b"1\n")),
+               f"{registry}/kube/busybox:1")
+    push_image(env.base, busybox_image(busybox_rootfs, ("version", b"1\n")),
+               f"{registry}/kube/busybox:latest")
+    f = env.write("pull.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: pulled, namespace: kp}}
+        spec:
+          restartPolicy: Never
+          containers:
+          - {{name: tagged, image: "{registry}/kube/busybox:1", command: [cat, /version]}}
+          - {{name: latest, image: "{registry}/kube/busybox", command: [cat, /version]}}
+        """))
+    store = ImageStore(env.base / "root")
+    rc, out, err = env.play(str(f), "--wait")  # IfNotPresent (a tag) and Always (:latest)
+    assert rc == 0, err
+    pod = _pod(out, "pulled")
+    assert pod["status"] == "Succeeded"
+    assert env.pod_log("kp", "pulled", str(pod["uid"]), "latest") == "1\n"
+    tagged = store.get(f"{registry}/kube/busybox:1").target.digest
+
+    push_image(env.base, busybox_image(busybox_rootfs, ("version", b"2\n")),
+               f"{registry}/kube/busybox:latest")
+    push_image(env.base, busybox_image(busybox_rootfs, ("version", b"2\n")),
+               f"{registry}/kube/busybox:1")
+    rc, out, err = env.play(str(f), "--wait", "--replace")
+    assert rc == 0, err
+    pod = _pod(out, "pulled")
+    # the same pod's logs are kept across down and play: the new lines come last
+    assert env.pod_log("kp", "pulled", str(pod["uid"]), "latest") == "1\n2\n"  # Always
+    assert env.pod_log("kp", "pulled", str(pod["uid"]), "tagged") == "1\n1\n"  # present
+    assert store.get(f"{registry}/kube/busybox:1").target.digest == tagged
+    _down(env, f)

@@ -14,6 +14,8 @@ import sys
 from typing import Any
 
 from podkit.errors import InvalidArgumentError
+from podkit.image import AuthFile, Registry, RegistryHosts
+from podkit.image.hosts import DEFAULT_DIR as DEFAULT_HOSTS_DIR
 from podkit.kube import PodPlan
 from podkit.kube.manifests import load_manifests
 from podkit.kube.planner import plan_pods
@@ -51,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="unsupported manifest fields are errors, not warnings")
     p.add_argument("--pause-image", default="", metavar="REF",
                    help="pause image in the image store (or --pause-rootfs DIR)")
+    p.add_argument("--registry-config-dir", default=str(DEFAULT_HOSTS_DIR), metavar="DIR",
+                   help=f"hosts.toml per registry for pulls (default {DEFAULT_HOSTS_DIR})")
+    p.add_argument("--authfile", default=None, metavar="FILE",
+                   help="Docker config.json with registry credentials (default: the usual "
+                   "places, as for podkit image pull)")
     add_output_options(p, quiet=False)
     add_common(p)
     p.set_defaults(func=cmd_play)
@@ -111,11 +118,19 @@ def cmd_play(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             "kube play needs a pause: --pause-image REF (an image in the store) or "
             "--pause-rootfs DIR (a rootfs with sleep)")
+    registry = Registry(auth=AuthFile(args.authfile),
+                        hosts=RegistryHosts.load(args.registry_config_dir))
     with manager(args, args.pause_rootfs, pause_image=args.pause_image,
                  images_needed=True) as mgr:
+        store = mgr.images
+        assert store is not None
+
+        def pull(ref: str) -> None:
+            registry.pull(store, ref)
+
         try:
             result = play(mgr, todo, wait=args.wait, timeout=timeout, replace=args.replace,
-                          rm_on_failure=args.rm_on_failure)
+                          rm_on_failure=args.rm_on_failure, pull=pull)
         except PlayError as exc:
             if exc.result.pods and not args.rm_on_failure:
                 _print(args, exc.result)
