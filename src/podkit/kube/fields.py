@@ -1,8 +1,9 @@
 """The manifest fields podkit maps, as a tree, and the walk that lists every other field.
 
-A leaf (``None``) takes any value (a map such as labels, a list of strings); a dict is an
-object whose keys are checked; a one-item list is a list of such objects. Anything the tree
-does not name is reported, never silently dropped.
+A leaf is ``None`` (a scalar), ``STRINGS`` (a list of strings), ``INTS`` (a list of
+integers), ``MAP`` (a mapping such as labels) or ``ANY``; a dict is an object whose keys are
+checked; a one-item list is a list of such objects. Anything the tree does not name is reported,
+never silently dropped.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 __all__ = [
+    "ANY",
+    "INTS",
+    "MAP",
     "POD_FIELDS",
+    "STRINGS",
     "UNSUPPORTED",
     "WORKLOAD_FIELDS",
     "shape_problems",
@@ -19,6 +24,7 @@ __all__ = [
 ]
 
 Tree = dict[str, Any]
+STRINGS, INTS, MAP, ANY = "strings", "ints", "map", "any"
 
 _PROFILE: Tree = {"type": None, "localhostProfile": None}
 _SELINUX: Tree = {"user": None, "role": None, "type": None, "level": None}
@@ -27,7 +33,7 @@ _KEY_REF: Tree = {"name": None, "key": None, "optional": None}
 _FIELD_REF: Tree = {"fieldPath": None, "apiVersion": None}
 _NAMED_REF: Tree = {"name": None, "optional": None}
 _RESOURCE_REF: Tree = {"containerName": None, "resource": None, "divisor": None}
-_EXEC: Tree = {"command": None}
+_EXEC: Tree = {"command": STRINGS}
 _PROBE: Tree = {
     "exec": _EXEC,
     "httpGet": {"host": None, "port": None, "path": None, "scheme": None,
@@ -38,7 +44,7 @@ _PROBE: Tree = {
 }
 _QUANTITIES: Tree = {"cpu": None, "memory": None}
 CONTAINER: Tree = {
-    "name": None, "image": None, "command": None, "args": None, "workingDir": None,
+    "name": None, "image": None, "command": STRINGS, "args": STRINGS, "workingDir": None,
     "env": [{"name": None, "value": None, "valueFrom": {
         "fieldRef": _FIELD_REF, "resourceFieldRef": _RESOURCE_REF,
         "configMapKeyRef": _KEY_REF, "secretKeyRef": _KEY_REF}}],
@@ -51,7 +57,7 @@ CONTAINER: Tree = {
     "imagePullPolicy": None,
     "securityContext": {
         "runAsUser": None, "runAsGroup": None, "runAsNonRoot": None, "privileged": None,
-        "capabilities": {"add": None, "drop": None}, "readOnlyRootFilesystem": None,
+        "capabilities": {"add": STRINGS, "drop": STRINGS}, "readOnlyRootFilesystem": None,
         "allowPrivilegeEscalation": None, "seccompProfile": _PROFILE,
         "appArmorProfile": _PROFILE, "procMount": None, "seLinuxOptions": _SELINUX},
     "stdin": None, "stdinOnce": None, "tty": None,
@@ -71,26 +77,27 @@ _VOLUME: Tree = {
                                "resourceFieldRef": _RESOURCE_REF, "mode": None}],
                     "defaultMode": None},
 }
-_METADATA: Tree = {"name": None, "namespace": None, "uid": None, "labels": None,
-                   "annotations": None, "creationTimestamp": None}
+_METADATA: Tree = {"name": None, "namespace": None, "uid": None, "labels": MAP,
+                   "annotations": MAP, "creationTimestamp": None}
 POD_SPEC: Tree = {
     "containers": [CONTAINER], "initContainers": [CONTAINER], "volumes": [_VOLUME],
     "restartPolicy": None, "terminationGracePeriodSeconds": None,
-    "dnsPolicy": None, "dnsConfig": {"nameservers": None, "searches": None, "options": [_PAIR]},
+    "dnsPolicy": None,
+    "dnsConfig": {"nameservers": STRINGS, "searches": STRINGS, "options": [_PAIR]},
     "hostNetwork": None, "hostPID": None, "hostIPC": None, "shareProcessNamespace": None,
     "hostname": None, "subdomain": None, "setHostnameAsFQDN": None, "enableServiceLinks": None,
     "securityContext": {
         "runAsUser": None, "runAsGroup": None, "runAsNonRoot": None,
-        "supplementalGroups": None, "fsGroup": None, "seLinuxOptions": _SELINUX,
+        "supplementalGroups": INTS, "fsGroup": None, "seLinuxOptions": _SELINUX,
         "seccompProfile": _PROFILE, "appArmorProfile": _PROFILE, "sysctls": [_PAIR]},
 }
 # status is read-only in the API: the server ignores it on create, and so does podkit.
 POD_FIELDS: Tree = {"apiVersion": None, "kind": None, "metadata": _METADATA,
-                    "spec": POD_SPEC, "status": None}
+                    "spec": POD_SPEC, "status": ANY}
 _TEMPLATE: Tree = {"metadata": _METADATA, "spec": POD_SPEC}
-_SELECTOR: Tree = {"matchLabels": None}
+_SELECTOR: Tree = {"matchLabels": MAP}
 WORKLOAD_FIELDS: dict[str, Tree] = {
-    kind: {"apiVersion": None, "kind": None, "metadata": _METADATA, "status": None,
+    kind: {"apiVersion": None, "kind": None, "metadata": _METADATA, "status": ANY,
            "spec": {"template": _TEMPLATE, "selector": _SELECTOR, **extra}}
     for kind, extra in {
         "Deployment": {"replicas": None},
@@ -114,7 +121,7 @@ UNSUPPORTED: tuple[str, ...] = (
 
 def unsupported_fields(value: Any, tree: Any, path: str = "") -> Iterator[str]:
     """Field paths in ``value`` that ``tree`` does not name, in document order."""
-    if tree is None:
+    if not isinstance(tree, (dict, list)):
         return
     if isinstance(tree, list):
         if isinstance(value, list):
@@ -131,9 +138,32 @@ def unsupported_fields(value: Any, tree: Any, path: str = "") -> Iterator[str]:
             yield from unsupported_fields(item, tree[key], here)
 
 
+def _leaf_problem(value: Any, leaf: str | None) -> str | None:
+    kinds = {STRINGS: (str, "strings"), INTS: (int, "integers")}
+    if leaf == ANY:
+        return None
+    if leaf == MAP:
+        return None if isinstance(value, dict) else f"must be a mapping, got {type(value).__name__}"
+    if leaf in kinds:
+        cls, what = kinds[leaf]
+        if not isinstance(value, list) or any(
+                not isinstance(v, cls) or isinstance(v, bool) for v in value):
+            return f"must be a list of {what}, got {value!r}"
+        return None
+    if isinstance(value, (dict, list)):
+        return f"must be a single value, got a {type(value).__name__}"
+    return None
+
+
 def shape_problems(value: Any, tree: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """(field path, problem) for objects that are not mappings and lists that are not lists."""
-    if tree is None or value is None:
+    """(field path, problem) for values of the wrong shape: a mapping that is not one, a list
+    that is not one, a scalar given as a list or mapping."""
+    if value is None:
+        return
+    if not isinstance(tree, (dict, list)):
+        problem = _leaf_problem(value, tree)
+        if problem:
+            yield path, problem
         return
     if isinstance(tree, list):
         if not isinstance(value, list):

@@ -202,10 +202,6 @@ def _container(ctr: Mapping[str, Any], where: str, spec: Mapping[str, Any], init
     if ctr.get("imagePullPolicy") not in (None, *_PULL):
         yield f"{where}.imagePullPolicy", f"{quote(ctr['imagePullPolicy'])} is not one of " \
                                           f"{', '.join(_PULL)}"
-    for key in ("command", "args"):
-        for j, item in enumerate(ctr.get(key) or ()):
-            if not isinstance(item, str):
-                yield f"{where}.{key}[{j}]", f"{quote(item)} must be a string (quote it)"
     if init:
         for key in ("readinessProbe", "livenessProbe", "startupProbe", "lifecycle"):
             if ctr.get(key):
