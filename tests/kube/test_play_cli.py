@@ -426,3 +426,62 @@ def test_pull_policies_against_a_registry(env: KubeEnv, registry: str,  # noqa: 
     assert env.pod_log("kp", "pulled", str(pod["uid"]), "tagged") == "1\n1\n"  # present
     assert store.get(f"{registry}/kube/busybox:1").target.digest == tagged
     _down(env, f)
+
+
+def test_refused_inputs_leave_nothing(env: KubeEnv) -> None:
+    bad_yaml = env.write("broken.yaml", "apiVersion: v1\nkind: Pod\nmetadata: [name\n")
+    res = env.podkit("kube", "play", str(bad_yaml))
+    assert res.returncode == 2 and f"{bad_yaml}:4:1: invalid YAML" in res.stderr, res.stderr
+
+    f = env.write("strict.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: picky, namespace: kp}}
+        spec:
+          nodeSelector: {{disk: ssd}}
+          securityContext: {{runAsNonRoot: true, fsGroup: 2000}}
+          volumes: [{{name: data, emptyDir: {{}}}}]
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sleep, "1000"]
+            volumeMounts: [{{name: data, mountPath: /data}}]
+        """))
+    res = env.podkit("kube", "play", str(f), "--strict")
+    assert res.returncode == 2 and "spec.nodeSelector" in res.stderr, res.stderr
+    res = env.podkit("kube", "play", str(f))  # a warning; then kubelet's image-user check
+    assert "warning" in res.stderr and "spec.nodeSelector" in res.stderr
+    assert res.returncode == 2 and ("container 'app': runAsNonRoot is set and the image will "
+                                    "run as root (uid 0)") in res.stderr, res.stderr
+    assert _down(env, f) == ["pod kp/picky: not running (nothing to remove)"]
+    assert env.volumes() == []
+
+
+def test_fs_group_and_downward_api(env: KubeEnv) -> None:
+    f = env.write("fsgroup.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: grouped, namespace: kp, labels: {{tier: back}}}}
+        spec:
+          restartPolicy: Never
+          securityContext: {{runAsUser: 1000, runAsGroup: 1000, fsGroup: 2000}}
+          volumes:
+          - {{name: data, emptyDir: {{}}}}
+          - name: info
+            downwardAPI:
+              items: [{{path: labels, fieldRef: {{fieldPath: metadata.labels}}}}]
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'id -G; touch /data/mine && stat -c "%g %a" /data /data/mine;
+                      cat /etc/info/labels']
+            volumeMounts: [{{name: data, mountPath: /data}}, {{name: info, mountPath: /etc/info}}]
+        """))
+    rc, out, err = env.play(str(f), "--wait")
+    assert rc == 0, err
+    pod = _pod(out, "grouped")
+    lines = env.pod_log("kp", "grouped", str(pod["uid"]), "app").splitlines()
+    assert "2000" in lines[0].split()  # fsGroup is a supplementary group
+    assert lines[1] == "2000 2777" and lines[2].startswith("2000 ")  # setgid dir, group kept
+    assert lines[3] == 'tier="back"'
+    _down(env, f)
