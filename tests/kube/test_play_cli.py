@@ -485,3 +485,28 @@ def test_fs_group_and_downward_api(env: KubeEnv) -> None:
     assert lines[1] == "2000 2777" and lines[2].startswith("2000 ")  # setgid dir, group kept
     assert lines[3] == 'tier="back"'
     _down(env, f)
+
+
+def test_liveness_failure_kills_the_container(env: KubeEnv) -> None:
+    f = env.write("live.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: dead, namespace: kp}}
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'trap "exit 143" TERM; while true; do sleep 1; done']
+            livenessProbe:
+              tcpSocket: {{port: 8081}}
+              periodSeconds: 1
+              failureThreshold: 2
+        """))
+    rc, out, err = env.play(str(f), "--wait", "--timeout", "1m")
+    assert rc == 1, err
+    assert _pod(out, "dead")["status"] == "Failed"
+    assert "pod kp/dead failed: container 'app': exited with code 143" in err
+    assert "killed: liveness probe Failure (tcp " in err and ":8081: " in err
+    _down(env, f)
