@@ -168,6 +168,7 @@ def test_problems_are_named_by_field_path(spec: dict[str, Any], meta: dict[str, 
 
 
 def test_a_good_pod_has_no_problems() -> None:
+    validate_pod(pod())  # the namespace defaults to "default"
     m = pod({"volumes": [{"name": "v", "emptyDir": {}}], "containers": [ctr(
         ports=[{"name": "http", "containerPort": 80, "hostPort": 8080}],
         volumeMounts=[{"name": "v", "mountPath": "/v"}],

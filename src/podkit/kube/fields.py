@@ -170,6 +170,8 @@ def shape_problems(value: Any, tree: Any, path: str = "") -> Iterator[tuple[str,
             yield path, f"must be a list, got {type(value).__name__}"
             return
         for i, item in enumerate(value):
+            if item is None:
+                yield f"{path}[{i}]", "must not be null"
             yield from shape_problems(item, tree[0], f"{path}[{i}]")
         return
     if not isinstance(value, dict):

@@ -73,8 +73,9 @@ def _int_in(value: object, low: int, high: int) -> bool:
 def _metadata(meta: Mapping[str, Any]) -> Iterator[Problem]:
     if not is_dns1123_subdomain(meta.get("name")):
         yield "metadata.name", f"{quote(meta.get('name'))} is not a DNS-1123 subdomain"
-    if not is_dns1123_label(meta.get("namespace")):
-        yield "metadata.namespace", f"{quote(meta.get('namespace'))} is not a DNS-1123 label"
+    namespace = meta.get("namespace") or "default"
+    if not is_dns1123_label(namespace):
+        yield "metadata.namespace", f"{quote(namespace)} is not a DNS-1123 label"
     for key, val in (meta.get("labels") or {}).items():
         if not _is_qualified_key(key):
             yield f"metadata.labels.{key}", f"{quote(key)} is not a valid label key"

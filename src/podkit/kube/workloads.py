@@ -64,6 +64,15 @@ def _template_pod(doc: Document) -> tuple[dict[str, Any], list[str]]:
     return pod, notes
 
 
+def _without_nulls(value: Any) -> Any:
+    """The value with null mapping entries left out: null means unset in the API."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 def pod_from_document(doc: Document, uid_for: Callable[[str, str], str] | None = None,
                       ) -> PodSource:
     """The pod of one document, namespace defaulted to ``default`` and uid filled."""
@@ -75,6 +84,7 @@ def pod_from_document(doc: Document, uid_for: Callable[[str, str], str] | None =
         pod, notes = _template_pod(doc)
         prefix, tree = "spec.template.", WORKLOAD_FIELDS[doc.kind]
     shape = tuple(shape_problems(doc.body, tree))
+    pod = _without_nulls(pod)
     pod["spec"] = _mapping(pod, "spec")
     meta = pod["metadata"]
     meta["namespace"] = str(meta.get("namespace") or "default")
