@@ -10,6 +10,7 @@ in ``tests/docs/blocks.py`` (and docs/architecture.md, "Docs examples").
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -28,14 +29,15 @@ PAGE_TIMEOUT = 240
 
 
 @cache
-def run_page(page: str) -> tuple[dict[str, str | None], str]:
+def run_page(page: str, block_timeout: int = 0) -> tuple[dict[str, str | None], str]:
     """Run every runnable block of ``page``; ({block id: error or None}, the runner's output)."""
+    env = dict(os.environ, PODKIT_DOCS_BLOCK_TIMEOUT=str(block_timeout)) if block_timeout else None
     cmd = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
            "--propagation", "private", "--", sys.executable, str(REPO / "tests/docs/runner.py"),
            page]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=PAGE_TIMEOUT,
-                             stdin=subprocess.DEVNULL)
+                             stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired as e:
         text = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         return {}, f"{page}: the runner did not finish in {PAGE_TIMEOUT} s\n{text[-6000:]}"
@@ -115,19 +117,29 @@ not printed
 ```sh
 podkit no-such-command
 ```
+
+```python
+import time
+time.sleep(3600)
+```
+
+```python
+print("after the stuck one")
+```
 """
 
 
 def test_a_failing_example_is_reported_with_its_id_and_later_ones_still_run(
         tmp_path: Path) -> None:
     """The runner's own check: each wrong block fails under its id, naming the line or the
-    output it lacked; a good block after a bad one still passes; nothing is left behind."""
+    output it lacked, a stuck one after its time limit; a good block after a bad one still
+    passes."""
     require_root()
     require_isolated()
     require_binary("unshare")
     page = tmp_path / "p.md"
     page.write_text(FAILING_PAGE)
-    results, output = run_page(str(page))
+    results, output = run_page(str(page), block_timeout=15)
     name = str(page)
     assert results[f"{name}#1"] is None and results[f"{name}#3"] is None, output
     assert f'File "<{name}#2>", line 1' in results[f"{name}#2"]
@@ -135,3 +147,5 @@ def test_a_failing_example_is_reported_with_its_id_and_later_ones_still_run(
     assert "did not print ['not printed']" in results[f"{name}#4"]
     assert "exit status 2" in results[f"{name}#5"]
     assert _block_output(output, f"{name}#3").splitlines()[1:] == ["42"]
+    assert "TimeoutError: the block ran longer than 15 s" in results[f"{name}#6"]
+    assert results[f"{name}#7"] is None

@@ -14,6 +14,7 @@ import contextlib
 import json
 import linecache
 import os
+import signal
 import subprocess
 import sys
 import traceback
@@ -26,6 +27,8 @@ from docs import fixtures  # noqa: E402
 from docs.blocks import REPO, Block, page_blocks  # noqa: E402
 
 RESULTS = "RESULTS "
+# Seconds; a block still running then fails, and the cleanup still runs.
+BLOCK_TIMEOUT = int(os.environ.get("PODKIT_DOCS_BLOCK_TIMEOUT", "90"))
 ENV_PATH = f"{REPO}/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -52,6 +55,10 @@ def private_dirs() -> None:
     fixtures.CWD.mkdir()
 
 
+def _too_long(signum: int, frame: object) -> None:
+    raise TimeoutError(f"the block ran longer than {BLOCK_TIMEOUT} s")
+
+
 def run_python(block: Block, scope: dict[str, object]) -> None:
     name = f"<{block.id}>"
     linecache.cache[name] = (len(block.code), None, block.code.splitlines(True), name)
@@ -60,7 +67,7 @@ def run_python(block: Block, scope: dict[str, object]) -> None:
 
 def run_shell(block: Block) -> None:
     out = subprocess.run(["sh", "-e", "-c", block.shell_script()], stdin=subprocess.DEVNULL,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=BLOCK_TIMEOUT)
     sys.stdout.write(out.stdout + out.stderr)
     if out.returncode:
         raise RuntimeError(f"exit status {out.returncode}:\n{out.stderr[-3000:]}")
@@ -117,6 +124,7 @@ def main(page: str) -> int:
     dirs hide it)."""
     blocks = page_blocks(REPO / page)
     page = blocks[0].page if blocks else page
+    signal.signal(signal.SIGALRM, _too_long)
     os.environ["PATH"] = ENV_PATH
     os.umask(0o022)
     private_dirs()
@@ -133,6 +141,7 @@ def main(page: str) -> int:
             if not block.runs:
                 continue
             print(f"=== {block.id}", flush=True)
+            signal.alarm(BLOCK_TIMEOUT)
             try:
                 with contextlib.redirect_stderr(sys.stdout):
                     if block.lang == "python":
@@ -142,6 +151,8 @@ def main(page: str) -> int:
                 results[block.id] = None
             except BaseException:
                 results[block.id] = _example_traceback(block)
+            finally:
+                signal.alarm(0)
             sys.stdout.flush()
             cgroups |= container_cgroups()
     finally:
