@@ -248,3 +248,24 @@ def test_unmount_under_lazily_unmounts_nested_mounts(tmp_path: Path) -> None:
     assert len(instance.mounts_under(mountinfo.read_text(), str(tmp_path / "base"))) == 2
     instance.unmount_under(tmp_path / "base")
     assert instance.mounts_under(mountinfo.read_text(), str(tmp_path)) == []
+
+
+def test_build_rows_adds_stop_plus_remove_per_round_and_the_memory_rows() -> None:
+    import bench_vs_containerd as bench
+
+    rec = bench.Recorder()
+    calls = bench.ROUND_CALLS + bench.HELD_CALLS + bench.SCALE_CALLS
+    for side in ("podkit", "containerd", "floor"):
+        for call in calls:
+            for v in (0.01, 0.03):
+                rec.add(side, call, v)
+    rec.times[("podkit", "RemovePodSandbox")] = [0.05, 0.07]
+    mem = {side: {"server RSS": 70.0, "per-pod helper RSS": 4.0, "server open fds": 15.0,
+                  "helpers": 200.0} for side in ("podkit", "containerd")}
+    rows = {r.call: r for r in bench.build_rows(rec, mem)}
+    assert rows["StopPodSandbox+RemovePodSandbox"].podkit == pytest.approx([0.06, 0.10])
+    assert rows["StopPodSandbox+RemovePodSandbox"].containerd == pytest.approx([0.02, 0.06])
+    assert rows["PullImage vs floor fetch+sha256"].second == "floor"
+    assert rows["server RSS"].unit == "MB" and rows["server RSS"].ratio == 1.0
+    assert set(rows) <= set(report.GOALS)  # every row has a goal entry (None: no goal)
+    assert len(rows) == len(calls) + 5
