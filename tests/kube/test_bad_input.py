@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from podkit.errors import InvalidArgumentError
-from podkit.kube import PodValidationError, validate_pod
+from podkit.kube import ManifestError, PodValidationError, parse_manifests, validate_pod
 
 from .helpers import config_map, ctr, plan_of, pod, secret
 
@@ -75,7 +75,7 @@ def test_the_good_manifest_plans() -> None:
     assert plan_of(GOOD, *EXTRA).containers[0].name == "c"
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.sampled_from(PATHS), values)
 def test_any_value_anywhere_plans_or_is_refused_cleanly(path: tuple[Any, ...],
                                                         value: Any) -> None:
@@ -90,7 +90,7 @@ def test_any_value_anywhere_plans_or_is_refused_cleanly(path: tuple[Any, ...],
         assert str(err).strip()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.sampled_from(PATHS), values)
 def test_validate_pod_never_crashes(path: tuple[Any, ...], value: Any) -> None:
     manifest = copy.deepcopy(GOOD)
@@ -102,3 +102,12 @@ def test_validate_pod_never_crashes(path: tuple[Any, ...], value: Any) -> None:
         validate_pod(manifest)
     except PodValidationError as err:
         assert err.problems
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab:-[]{}&*!|>'\"#%@` \n\t0")), max_size=60))
+def test_any_text_loads_or_is_refused_with_a_location(text: str) -> None:
+    try:
+        parse_manifests(text, "f.yaml")
+    except ManifestError as err:
+        assert str(err).startswith("f.yaml")
