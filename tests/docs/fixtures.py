@@ -209,7 +209,7 @@ def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
 
 FIXTURES = [
     Fixture("busybox rootfs /srv/busybox", (
-        "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1"),
+        "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cri.md#1"),
         make_busybox),
     Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
     Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
@@ -230,7 +230,7 @@ FIXTURES = [
     Fixture("app.tar and layout-dir (busybox image)", ("docs/images.md#1", "docs/pods.md#4"),
             make_app_archives),
     Fixture("localhost/pause:1 and :3.10 in /var/lib/podkit", ("docs/pods.md#4",
-            "docs/cri.md#4"), make_pause_in_store),
+            "docs/cri.md#5"), make_pause_in_store),
     Fixture("registry localhost:5000 (team/app:1.0, pause:3.10), /etc/podkit/certs.d", (
         "docs/images.md#1", "docs/images.md#5"), make_local_registry),
 ]
