@@ -24,7 +24,7 @@ def raw_terminal(fd: int) -> Iterator[bool]:
         yield False
         return
     saved = termios.tcgetattr(fd)
-    tty.setraw(fd)
+    tty.setraw(fd, termios.TCSANOW)  # keep what was typed ahead
     try:
         yield True
     finally:

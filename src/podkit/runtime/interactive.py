@@ -29,7 +29,11 @@ from podkit.runtime.runc import Runc
 
 __all__ = ["ExecSession", "exec_process"]
 
+# the caller's handlers for these run in its main thread: the copy threads never take them
+_MAIN_THREAD_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGWINCH, signal.SIGHUP}
+
 _DRAIN = 2.0  # seconds of output still read after the process exited (background holders)
+_TICK = 0.25  # the copy loop wakes this often, so the caller's signal handlers (SIGWINCH) run
 _EOT = b"\x04"  # a terminal's end of input: what stdin's EOF becomes on a tty
 
 
@@ -162,7 +166,7 @@ class ExecSession:
                 _kill(self.process)
                 timed_out = True
             waits = [t - now for t in (deadline, drain_until) if t is not None and t > now]
-            ready = wait_readable([*sources, self._exit_r], min(waits, default=None))
+            ready = wait_readable([*sources, self._exit_r], min([*waits, _TICK]))
             for fd in ready:
                 if fd == self._exit_r:
                     continue
@@ -178,6 +182,7 @@ class ExecSession:
 
     def _feed(self, stdin_fd: int, stop_fd: int) -> None:
         """Copy local input to the process until EOF (then end its input) or a stop."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, _MAIN_THREAD_SIGNALS)
         try:
             while True:
                 if stop_fd in wait_readable([stdin_fd, stop_fd], None):
