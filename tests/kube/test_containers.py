@@ -75,7 +75,7 @@ def test_web_fixture_probe_and_init_container() -> None:
     assert list(page.config.command) == ["sh", "-c", "echo hello from web > /www/index.html"]
     assert (job.name, job.restart_policy) == ("client-pod", "Never")
     assert list(job.containers[0].config.args) == [
-        "wget", "-q", "-O-", "http://127.0.0.1:18080/index.html"]
+        "wget", "-q", "-O-", "http://192.0.2.10:8080/index.html"]
 
 
 def _probe(probe: dict[str, Any], kind: str = "readinessProbe", **extra: Any) -> Any:
