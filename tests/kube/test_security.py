@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from podkit.container import SupplementalGroupsPolicy
 from podkit.errors import InvalidArgumentError
 from podkit.sandbox import NamespaceMode, ProfileType, SecurityProfile
 
@@ -40,6 +41,22 @@ def test_fs_group_then_supplemental_groups() -> None:
     p, sc = _sc({"fsGroup": 2000, "supplementalGroups": [5, 6]})
     assert tuple(sc.supplemental_groups) == (2000, 5, 6)
     assert tuple(p.sandbox.linux.security_context.supplemental_groups) == (2000, 5, 6)
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    (None, SupplementalGroupsPolicy.MERGE), ("Merge", SupplementalGroupsPolicy.MERGE),
+    ("Strict", SupplementalGroupsPolicy.STRICT)])
+def test_supplemental_groups_policy(policy: str | None,
+                                    expected: SupplementalGroupsPolicy) -> None:
+    p, sc = _sc({"supplementalGroupsPolicy": policy} if policy else {})
+    assert sc.supplemental_groups_policy == expected
+    assert p.sandbox.linux.security_context.supplemental_groups_policy == expected
+
+
+def test_bad_supplemental_groups_policy() -> None:
+    with pytest.raises(InvalidArgumentError,
+                       match=r"supplementalGroupsPolicy: 'Loose' is not Merge or Strict"):
+        _sc({"supplementalGroupsPolicy": "Loose"})
 
 
 def test_privileged_caps_readonly_and_no_new_privs() -> None:

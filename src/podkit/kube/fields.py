@@ -88,7 +88,8 @@ POD_SPEC: Tree = {
     "hostname": None, "subdomain": None, "setHostnameAsFQDN": None, "enableServiceLinks": None,
     "securityContext": {
         "runAsUser": None, "runAsGroup": None, "runAsNonRoot": None,
-        "supplementalGroups": INTS, "fsGroup": None, "seLinuxOptions": _SELINUX,
+        "supplementalGroups": INTS, "supplementalGroupsPolicy": None, "fsGroup": None,
+        "seLinuxOptions": _SELINUX,
         "seccompProfile": _PROFILE, "appArmorProfile": _PROFILE, "sysctls": [_PAIR]},
 }
 # status is read-only in the API: the server ignores it on create, and so does podkit.

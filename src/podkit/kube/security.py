@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from podkit.container import Capability, LinuxContainerSecurityContext
+from podkit.container import (
+    Capability,
+    LinuxContainerSecurityContext,
+    SupplementalGroupsPolicy,
+)
 from podkit.errors import InvalidArgumentError, quote
 from podkit.sandbox import (
     LinuxSandboxSecurityContext,
@@ -120,6 +124,14 @@ def _groups(pod_sc: Mapping[str, Any]) -> tuple[int, ...]:
         int(g) for g in pod_sc.get("supplementalGroups") or ())
 
 
+def _groups_policy(pod_sc: Mapping[str, Any]) -> SupplementalGroupsPolicy:
+    raw = pod_sc.get("supplementalGroupsPolicy") or "Merge"
+    if raw not in ("Merge", "Strict"):
+        raise InvalidArgumentError(f"spec.securityContext.supplementalGroupsPolicy: {quote(raw)} "
+                                   "is not Merge or Strict")
+    return SupplementalGroupsPolicy.STRICT if raw == "Strict" else SupplementalGroupsPolicy.MERGE
+
+
 def _privileged(containers: Iterable[Mapping[str, Any]]) -> bool:
     return any(_sc(c).get("privileged") for c in containers)
 
@@ -136,6 +148,7 @@ def sandbox_security(pod: Mapping[str, Any], all_containers: Iterable[Mapping[st
         run_as_user=psc.get("runAsUser"),
         run_as_group=psc.get("runAsGroup"),
         supplemental_groups=_groups(psc),
+        supplemental_groups_policy=_groups_policy(psc),
         privileged=_privileged(all_containers),
         seccomp=_profile(psc.get("seccompProfile"), "spec.securityContext.seccompProfile",
                          seccomp_root),
@@ -171,6 +184,7 @@ def container_security(pod: Mapping[str, Any], container: Mapping[str, Any], whe
         run_as_group=_pick(csc, psc, "runAsGroup"),
         readonly_rootfs=bool(csc.get("readOnlyRootFilesystem", False)),
         supplemental_groups=_groups(psc),
+        supplemental_groups_policy=_groups_policy(psc),
         no_new_privs=escalation is False,
         masked_paths=() if unmasked else None,
         readonly_paths=() if unmasked else None,
