@@ -4,10 +4,11 @@ how a pod or container reference on the command line is found."""
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 from podkit.cgroups import resolve_driver
-from podkit.errors import NotFoundError
+from podkit.errors import ConflictError, NotFoundError
 from podkit.image import ImageStore
 from podkit.runtime import Runc
 from podkit.sandbox import (
@@ -24,6 +25,8 @@ from . import dirs
 DEFAULT_ROOT = f"{dirs.DEFAULT_ROOT}/pods"
 DEFAULT_STATE = f"{dirs.DEFAULT_STATE}/pods"
 DEFAULT_IMAGE_ROOT = dirs.DEFAULT_ROOT
+LOCK_WAIT = 10.0
+"""Seconds a command waits for the state dir while another podkit command holds it."""
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -74,11 +77,19 @@ def manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: st
     pause = None if infraless or not (rootfs or pause_image) else PauseConfig(
         rootfs="" if pause_image else rootfs, image=pause_image)
     driver = resolve_driver(getattr(args, "cgroup_driver", None), "--cgroup-driver")
-    mgr = SandboxManager(pod_root(args), state, Runc(args.runtime, root=state / "runc",
-                                                     systemd_cgroup=driver.systemd),
-                         default_networks(state), pause=pause,
-                         images=image_store(args, images_needed or bool(pause_image)),
-                         cgroup_driver=driver)
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:  # another podkit command (a `pod wait` taking a look) may hold the state dir
+        try:
+            mgr = SandboxManager(pod_root(args), state, Runc(args.runtime, root=state / "runc",
+                                                             systemd_cgroup=driver.systemd),
+                                 default_networks(state), pause=pause,
+                                 images=image_store(args, images_needed or bool(pause_image)),
+                                 cgroup_driver=driver)
+            break
+        except ConflictError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
     mgr.recover()
     return mgr
 
