@@ -3,8 +3,13 @@
 Each page runs once, in ``tests/docs/runner.py``: its own net, mount and PID namespaces, the
 fixtures its examples name made at the printed paths (``tests/docs/fixtures.py``, one list),
 the blocks in page order in one interpreter. Each block is a test id (``README.md#3``: the third
-fenced block of README.md). Which blocks run, and how to mark one that cannot, is the convention
-in ``tests/docs/blocks.py`` (and docs/architecture.md, "Docs examples").
+fenced block of README.md).
+
+The convention (``tests/docs/blocks.py``; docs/architecture.md, "Docs examples"): every
+```python block runs; a ```sh or ```console block runs when it starts a ``podkit`` command (a
+console block's other lines are output it must print); a block that cannot run has
+``<!-- not run: <reason> -->`` as the last line before its fence. What a block expects to
+exist is a row of ``tests/docs/fixtures.py``.
 """
 
 from __future__ import annotations
