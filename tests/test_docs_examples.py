@@ -98,6 +98,7 @@ podkit pod ls
 ```console
 $ podkit cdi list
 vendor.com/gpu=0
+...
 $ echo done   # a comment
 ```
 

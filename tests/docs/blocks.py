@@ -8,7 +8,7 @@ Convention (also in docs/architecture.md, "Docs examples"):
   ``<!-- not run: <reason> -->``.
 - A ```sh or ```console block runs (in ``sh -e``) when it starts a ``podkit`` command, unless
   marked the same way. In a console block the ``$ `` lines are the commands and every other
-  line is output that must appear in what they print.
+  line is output that must appear in what they print (``...`` stands for lines left out).
 - Blocks of one page run in order in one Python interpreter and one working directory, as a
   reader pastes them: a block may use what an earlier block of its page made.
 """
@@ -58,11 +58,12 @@ class Block:
                        if line.startswith("$ "))
 
     def expected_output(self) -> list[str]:
-        """The output lines a console block prints (whitespace runs as one space)."""
+        """The output lines a console block shows (whitespace runs as one space; a ``...`` line
+        stands for output left out)."""
         if self.lang != "console":
             return []
         return [" ".join(line.split()) for line in self.code.splitlines()
-                if line.strip() and not line.startswith("$ ")]
+                if line.strip() not in ("", "...") and not line.startswith("$ ")]
 
 
 def pages() -> list[Path]:
