@@ -440,9 +440,9 @@ def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
     t = rec.times
     rows = [Row(c, t[("podkit", c)], t[("containerd", c)]) for c in ROUND_CALLS + HELD_CALLS]
     # the servers split a pod's teardown differently (containerd deletes its tasks in the stop)
-    rows.insert(4, Row(STOP_REMOVE, *(
-        [a + b for a, b in zip(t[(n, "StopPodSandbox")], t[(n, "RemovePodSandbox")],
-                               strict=True)] for n in ("podkit", "containerd"))))
+    summed = {n: [a + b for a, b in zip(t[(n, "StopPodSandbox")], t[(n, "RemovePodSandbox")],
+                                        strict=True)] for n in ("podkit", "containerd")}
+    rows.insert(4, Row(STOP_REMOVE, summed["podkit"], summed["containerd"]))
     rows.append(Row("PullImage vs floor fetch+sha256", t[("podkit", "PullImage")],
                     t[("floor", "PullImage")], second="floor"))
     rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit="s") for c in SCALE_CALLS]
