@@ -26,7 +26,7 @@ from .output import Column, add_output_options, render, short_id
 from .pod_time import parse_duration
 from .podctx import add_common, manager
 
-__all__ = ["register"]
+__all__ = ["plans", "print_result", "register"]
 
 COLUMNS = (Column("pod", "POD"), Column("pod_id", "POD ID", short_id), Column("ip", "IP"),
            Column("ports", "HOST PORTS"), Column("container", "CONTAINER"),
@@ -99,7 +99,7 @@ def _rows(result: PlayResult) -> list[dict[str, Any]]:
     return rows
 
 
-def _print(args: argparse.Namespace, result: PlayResult) -> None:
+def print_result(args: argparse.Namespace, result: PlayResult) -> None:
     if args.output == "table":
         sys.stdout.write(render("table", _rows(result), COLUMNS))
     else:
@@ -133,9 +133,9 @@ def cmd_play(args: argparse.Namespace) -> int:
                           rm_on_failure=args.rm_on_failure, pull=pull)
         except PlayError as exc:
             if exc.result.pods and not args.rm_on_failure:
-                _print(args, exc.result)
+                print_result(args, exc.result)
             raise
-    _print(args, result)
+    print_result(args, result)
     return 0
 
 
