@@ -100,6 +100,7 @@ def _rows(result: PlayResult) -> list[dict[str, Any]]:
 
 
 def print_result(args: argparse.Namespace, result: PlayResult) -> None:
+    """The result as ``args.output``: a table row per container, or the JSON/YAML document."""
     if args.output == "table":
         sys.stdout.write(render("table", _rows(result), COLUMNS))
     else:
