@@ -457,7 +457,7 @@ def test_refused_inputs_leave_nothing(env: KubeEnv) -> None:
     assert env.volumes() == []
 
 
-def test_fs_group_and_downward_api(env: KubeEnv) -> None:
+def test_fs_group_downward_api_and_pod_ip(env: KubeEnv) -> None:
     f = env.write("fsgroup.yaml", textwrap.dedent(f"""\
         apiVersion: v1
         kind: Pod
@@ -474,7 +474,8 @@ def test_fs_group_and_downward_api(env: KubeEnv) -> None:
           - name: app
             image: {BUSYBOX_IMAGE}
             command: [sh, -c, 'id -G; touch /data/mine && stat -c "%g %a" /data /data/mine;
-                      cat /etc/info/labels']
+                      cat /etc/info/labels; echo; echo "ip=$MY_IP"']
+            env: [{{name: MY_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}]
             volumeMounts: [{{name: data, mountPath: /data}}, {{name: info, mountPath: /etc/info}}]
         """))
     rc, out, err = env.play(str(f), "--wait")
@@ -484,6 +485,7 @@ def test_fs_group_and_downward_api(env: KubeEnv) -> None:
     assert "2000" in lines[0].split()  # fsGroup is a supplementary group
     assert lines[1] == "2000 2777" and lines[2].startswith("2000 ")  # setgid dir, group kept
     assert lines[3] == 'tier="back"'
+    assert lines[4] == f"ip={pod['ip']}" and pod["ip"]  # status.podIP, known after the sandbox
     _down(env, f)
 
 
