@@ -271,3 +271,19 @@ def test_failing_post_start_hook_kills_the_container() -> None:
     with pytest.raises(PodFailedError, match=r"postStart hook failed: \['hook'\] exited 7: "
                        "boom"):
         play(m, [plan], wait=True, clock=FakeClock().clock)
+
+
+def test_an_interrupt_removes_what_play_made(tmp_path: Path) -> None:
+    m = _mgr()
+
+    def interrupt(_: float) -> None:
+        raise KeyboardInterrupt
+
+    vol = VolumePlan(name="data", kind="emptyDir", host_path=str(tmp_path / "b" / "data"))
+    never_ready = exec_probe("check", period_seconds=1)
+    plans = [pod("a"), pod("b", apps=[ctr("app", readiness=never_ready)], volumes=(vol,))]
+    m.exec_handler = lambda id, cmd, t: ExecResult(exit_code=1)
+    with pytest.raises(KeyboardInterrupt):
+        play(m, plans, wait=True, clock=FakeClock(interrupt).clock)
+    assert m.list_sandboxes() == [] and m.list_containers() == []
+    assert not (tmp_path / "b").exists()
