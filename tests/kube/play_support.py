@@ -97,11 +97,13 @@ class KubeEnv:
     base: Path
     rootfs: Path
     ids: list[str] = attrs.field(factory=list)  # every sandbox and container ID printed
+    runtime: str = "runc"
 
     @property
     def flags(self) -> list[str]:
         root = str(self.base / "root")
         return ["--root", root, "--state", str(self.base / "state"), "--image-root", root,
+                "--runtime", self.runtime,
                 "--pause-rootfs", str(self.rootfs), "--log-root", str(self.base / "logs")]
 
     def write(self, name: str, text: str) -> Path:

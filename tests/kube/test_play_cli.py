@@ -13,6 +13,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 import _leaks
@@ -457,7 +458,10 @@ def test_refused_inputs_leave_nothing(env: KubeEnv) -> None:
     assert env.volumes() == []
 
 
-def test_fs_group_downward_api_and_pod_ip(env: KubeEnv) -> None:
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+def test_fs_group_downward_api_and_pod_ip(env: KubeEnv, runtime: str) -> None:
+    require_binary(runtime)
+    env = attrs.evolve(env, runtime=runtime)  # the same IDs list: the leak check sees them
     f = env.write("fsgroup.yaml", textwrap.dedent(f"""\
         apiVersion: v1
         kind: Pod
