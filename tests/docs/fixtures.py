@@ -209,7 +209,8 @@ def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
 
 FIXTURES = [
     Fixture("busybox rootfs /srv/busybox", (
-        "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cri.md#1"),
+        "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cli-pod.md#1",
+        "docs/cri.md#1"),
         make_busybox),
     Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
     Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
