@@ -440,6 +440,7 @@ def test_refused_inputs_leave_nothing(env: KubeEnv) -> None:
         metadata: {{name: picky, namespace: kp}}
         spec:
           nodeSelector: {{disk: ssd}}
+          serviceAccountName: robot
           securityContext: {{runAsNonRoot: true, fsGroup: 2000}}
           volumes: [{{name: data, emptyDir: {{}}}}]
           containers:
@@ -451,7 +452,9 @@ def test_refused_inputs_leave_nothing(env: KubeEnv) -> None:
     res = env.podkit("kube", "play", str(f), "--strict")
     assert res.returncode == 2 and "spec.nodeSelector" in res.stderr, res.stderr
     res = env.podkit("kube", "play", str(f))  # a warning; then kubelet's image-user check
-    assert "warning" in res.stderr and "spec.nodeSelector" in res.stderr
+    [warning] = [line for line in res.stderr.splitlines() if "(Pod/picky)" in line]
+    assert warning.startswith(f"podkit: warning: {f}#0 (Pod/picky): ")
+    assert "spec.nodeSelector" in warning and "spec.serviceAccountName" in warning
     assert res.returncode == 2 and ("container 'app': runAsNonRoot is set and the image will "
                                     "run as root (uid 0)") in res.stderr, res.stderr
     assert _down(env, f) == ["pod kp/picky: not running (nothing to remove)"]

@@ -113,8 +113,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     timeout = parse_duration(args.timeout, "--timeout")
     todo = plans(args, strict=args.strict)
     for plan in todo:
-        for w in plan.warnings:
-            print(f"podkit: warning: {plan.source}: {w}", file=sys.stderr)
+        if plan.warnings:  # one warning per pod, listing every field
+            print(f"podkit: warning: {plan.source}: {'; '.join(plan.warnings)}",
+                  file=sys.stderr)
     if not args.pause_rootfs and not args.pause_image:
         raise InvalidArgumentError(
             "kube play needs a pause: --pause-image REF (an image in the store) or "
