@@ -8,12 +8,14 @@ guest's ``--systemd`` pass; ``tests/cgroups/drivers.py`` says when it skips).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 import _leaks
@@ -41,9 +43,11 @@ from podkit.pods.config import (
 )
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
 from podkit.runtime import Runc
+from podkit.runtime.testing import FakeRuntime
 from podkit.sandbox import PauseConfig, SandboxManager, default_networks
 from support import require_binary
 
+from ._fakes import FakeSupervisor, host_pod
 from ._pods import BRIDGE, ctr_config, leaked, leftovers, pod_config, snapshot
 
 # -- the driver a manager takes (no runtime runs) --------------------------------------------
@@ -100,6 +104,30 @@ def test_pause_cgroups_path_by_driver() -> None:
     with pytest.raises(SandboxConfigError, match=r"^linux\.cgroup_parent '/a\.slice/b' "
                                                  r"\(systemd cgroup driver\): a mix"):
         build_sandbox_spec(bad, cgroup_driver="systemd", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("driver", ["cgroupfs", "systemd"])
+def test_pause_and_container_get_the_drivers_paths(tmp_path: Path, rootfs: Path,
+                                                   driver: str) -> None:
+    """Over a fake runtime (no flag: the driver is the one given, or the host's)."""
+    rt = FakeRuntime()
+    kw = {"pause": PauseConfig(rootfs=str(rootfs)), "supervisor": FakeSupervisor(rt)}
+    with SandboxManager(tmp_path / "a", tmp_path / "sa", rt, None, **kw) as m:  # type: ignore[arg-type]
+        assert m.cgroup_driver is cgroups.default_driver()
+    parent = "/kubepods/besteffort/pod-1"
+    pod = host_pod()
+    pod = attrs.evolve(pod, linux=attrs.evolve(pod.linux, cgroup_parent=parent))
+    with SandboxManager(tmp_path / "root", tmp_path / "state", rt, None, cgroup_driver=driver,
+                        **kw) as m:  # type: ignore[arg-type]
+        sb = m.run_sandbox(pod)
+        cid = m.create_container(sb.id, ctr_config(rootfs, "c", ["sleep", "1"]))
+        want = {i: cgroups.cgroups_path_for(driver, parent, i) for i in (sb.id, cid)}
+        assert sb.cgroups_path == want[sb.id]
+        assert m.container_status(cid).cgroups_path == want[cid]
+        spec = json.loads((tmp_path / "root/containers" / cid / "bundle/config.json").read_text())
+        assert spec["linux"]["cgroupsPath"] == want[cid]
+        m.remove_sandbox(sb.id)
+        assert m.list_sandboxes() == []
 
 
 # -- pods under each driver (real runc/crun, conmon, CNI) ------------------------------------
