@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import http.server
 import socket
+import ssl
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -159,3 +161,24 @@ def test_tcp_socket_connects() -> None:
         res = run_probe(ProbeSpec(kind="tcpSocket", port=port), pod_ip="127.0.0.1",
                         exec_fn=lambda c, t: (0, b""))
         assert res == ProbeResult(True, f"tcp 127.0.0.1:{port} connected")
+
+
+def test_https_get_does_not_verify_the_certificate(tmp_path: Path) -> None:
+    from image.certs import make_pki
+
+    pki = make_pki(tmp_path / "pki")  # a private CA nobody trusts
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(pki.server_cert, pki.server_key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        port = srv.server_address[1]
+        assert _get(port, "/ok", scheme="HTTPS") == ProbeResult(
+            True, f"GET https://127.0.0.1:{port}/ok: HTTP 200")
+        assert not _get(port, "/fail", scheme="HTTPS").ok
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join()
