@@ -287,3 +287,16 @@ def test_an_interrupt_removes_what_play_made(tmp_path: Path) -> None:
         play(m, plans, wait=True, clock=FakeClock(interrupt).clock)
     assert m.list_sandboxes() == [] and m.list_containers() == []
     assert not (tmp_path / "b").exists()
+
+
+def test_a_failed_pull_names_the_pod_and_keeps_its_kind() -> None:
+    def refuse(ref: str) -> None:
+        raise NotFoundError(f"manifest unknown: {ref}")
+
+    m = _mgr(images=FakeStore())
+    plan = pod("web", apps=[ctr("app", image="localhost/gone:1")])
+    with pytest.raises(NotFoundError, match=r"pod default/web \(test.yaml#0 \(Pod/web\)\) "
+                       r"container 'app' image 'localhost/gone:1': pull \(IfNotPresent\): "
+                       "manifest unknown: localhost/gone:1"):
+        play(m, [plan], pull=refuse, clock=FakeClock().clock)
+    assert m.list_sandboxes() == []

@@ -189,7 +189,12 @@ def _ensure_image(mgr: Pods, plan: PodPlan, c: ContainerPlan, pull: PullFn | Non
         try:
             (pull or (lambda r: _image.pull(store, r)))(ref)
         except PodkitError as exc:
-            raise type(exc)(f"{where}: pull ({c.image_pull_policy}): {exc}") from None
+            message = f"{where}: pull ({c.image_pull_policy}): {exc}"
+            try:  # the same kind (its exit code), named with the pod and container
+                again = type(exc)(message)
+            except TypeError:
+                again = PodkitError(message)
+            raise again from exc
 
 
 def _start_pod(mgr: Pods, pod: _Pod, *, wait: bool, deadline: float, clock: Clock,
