@@ -104,6 +104,10 @@ def test_wait_exited_then_deleted(cli: PodCLI) -> None:
             waiter.communicate()
     gate = cli.inspect("gate")
     assert (gate["state"], gate["exit_code"]) == ("EXITED", 7)
+    for words in (("exec", "-i", cli.pod, "gate", "--", "true"), ("attach", cli.pod, "gate")):
+        res = cli.run("pod", *words)
+        assert res.returncode == 5, words  # the wrong state for it
+        assert b"'gate' of pod 'pk-cli-watch' is not running (EXITED)" in res.stderr
     # a pod is exited once every container is
     res = cli.run("pod", "wait", cli.pod, "--for", "exited", "--timeout", "300ms")
     assert res.returncode == 6 and b"busy RUNNING" in res.stderr

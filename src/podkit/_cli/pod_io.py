@@ -8,11 +8,11 @@ import contextlib
 import sys
 import time
 
-from podkit.errors import InvalidArgumentError
+from podkit.errors import ConflictError, InvalidArgumentError
 from podkit.runtime import Attachment, Runc, parse_detach_keys
 from podkit.runtime.attach import DEFAULT_DETACH_KEYS
 from podkit.runtime.interactive import ExecSession
-from podkit.sandbox import ContainerState
+from podkit.sandbox import Container, ContainerState
 
 from . import pod_logs, pod_wait, pod_watch
 from .pod_term import forward_resize, raw_terminal, terminal_size
@@ -65,9 +65,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
             sys.stdout.buffer.write(res.stdout)
             sys.stderr.buffer.write(res.stderr)
             return res.exit_code
-        if mgr.container_status(c.id).state != ContainerState.CONTAINER_RUNNING:
-            raise InvalidArgumentError(
-                f"exec: container {args.container!r} of pod {args.pod!r} is not running")
+        _require_running(mgr.container_status(c.id), args)
         runtime = mgr.runtime
     if not isinstance(runtime, Runc):
         raise InvalidArgumentError(f"exec -i/-t needs runc or crun, not {runtime!r}")
@@ -96,6 +94,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
     keys = parse_detach_keys(args.detach_keys) if args.detach_keys else b""
     with manager(args) as mgr:
         c = find_container(mgr, find_pod(mgr, args.pod), args.container)
+        _require_running(mgr.container_status(c.id), args)
         att = mgr.attach(c.id)
         supervisor = mgr.supervisor
     if not isinstance(att, Attachment):
@@ -118,6 +117,12 @@ def cmd_attach(args: argparse.Namespace) -> int:
         print(f"podkit: detached from {args.container} (still running)", file=sys.stderr)
         return 0
     return _exit_code(args, c.id)
+
+
+def _require_running(c: Container, args: argparse.Namespace) -> None:
+    if c.state != ContainerState.CONTAINER_RUNNING:
+        raise ConflictError(f"container {args.container!r} of pod {args.pod!r} is not running "
+                            f"({c.state.name.removeprefix('CONTAINER_')})")
 
 
 def _exit_code(args: argparse.Namespace, id: str) -> int:
