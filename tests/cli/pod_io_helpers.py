@@ -25,12 +25,16 @@ CLI = [sys.executable, "-m", "podkit.cli"]
 class PodCLI:
     """``podkit`` with the test's own --root/--state; one pod from ``containers`` (YAML)."""
 
-    def __init__(self, base: Path, rootfs: Path, pod: str) -> None:
+    def __init__(self, base: Path, rootfs: Path, pod: str, runtime: str = "runc") -> None:
         self.base, self.rootfs, self.pod = base, rootfs, pod
         self.dirs = ["--root", str(base / "root"), "--state", str(base / "state")]
+        self.runtime = runtime
 
     def argv(self, *words: str) -> list[str]:
-        return [*CLI, *self.dirs, *words]
+        """The command line; ``--runtime`` goes before a ``--`` (the command's own words)."""
+        cut = words.index("--") if "--" in words else len(words)
+        opts = ["--runtime", self.runtime] if words[:1] == ("pod",) else []
+        return [*CLI, *self.dirs, *words[:cut], *opts, *words[cut:]]
 
     def run(self, *words: str, input: bytes | None = None,
             timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
@@ -71,16 +75,17 @@ class PodCLI:
             time.sleep(0.05)
 
 
-def pod_cli(base: Path, busybox_rootfs: Path, pod: str) -> Iterator[PodCLI]:
+def pod_cli(base: Path, busybox_rootfs: Path, pod: str,
+            runtime: str = "runc") -> Iterator[PodCLI]:
     """Require the real parts; yield the CLI; remove the pod and the bridge afterwards."""
     require_isolated()
-    for b in ("runc", "conmon"):
+    for b in (runtime, "conmon"):
         require_binary(b)
     _leaks.register_runtime_root(base / "state" / "pods" / "runc")
     _leaks.register_ipam_dir(base / "state" / "pods" / "ipam")
     rootfs = base / "rootfs"
     shutil.copytree(busybox_rootfs, rootfs, symlinks=True)
-    cli = PodCLI(base, rootfs, pod)
+    cli = PodCLI(base, rootfs, pod, runtime)
     try:
         yield cli
     finally:

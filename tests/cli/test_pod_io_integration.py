@@ -199,3 +199,23 @@ def test_attach_detach_keys_leave_it_running_then_exit_code(cli: PodCLI) -> None
             os.close(master)
             os.close(slave)
     assert cli.inspect("shell")["state"] == "EXITED"
+
+
+def test_exec_i_and_t_under_crun(busybox_rootfs: Path,
+                                 tmp_path_factory: pytest.TempPathFactory) -> None:
+    for c in pod_cli(tmp_path_factory.mktemp("podcrun"), busybox_rootfs, "pk-cli-crun", "crun"):
+        c.start(CONTAINERS.replace("ROOTFS", str(c.rootfs)).split("- metadata: {name: shell}")[0])
+        res = c.run("pod", "exec", "-i", c.pod, "idle", "--", "sh", "-c", "cat; exit 3",
+                    input=b"via crun\n")
+        assert (res.returncode, res.stdout) == (3, b"via crun\n")
+        master, slave = pty.openpty()
+        try:
+            proc = c.popen("pod", "exec", "-t", c.pod, "idle", "--", "sh", "-c", "tty; exit 5",
+                           stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
+            assert proc.wait(timeout=60) == 5
+            assert re.search(rb"/dev/pts/\d+", read_pty(master, b"\n", bytearray()))
+        finally:
+            os.close(master)
+            os.close(slave)
+        lines = c.ok("pod", "top", c.pod, "idle").splitlines()
+        assert lines[0].split()[:3] == ["UID", "PID", "PPID"] and "sleep 100000" in lines[1]
