@@ -104,7 +104,8 @@ def test_wait_exited_then_deleted(cli: PodCLI) -> None:
             waiter.communicate()
     gate = cli.inspect("gate")
     assert (gate["state"], gate["exit_code"]) == ("EXITED", 7)
-    for words in (("exec", "-i", cli.pod, "gate", "--", "true"), ("attach", cli.pod, "gate")):
+    for words in (("exec", "-i", cli.pod, "gate", "--", "true"), ("attach", cli.pod, "gate"),
+                  ("exec", cli.pod, "gate", "--", "true")):
         res = cli.run("pod", *words)
         assert res.returncode == 5, words  # the wrong state for it
         assert b"'gate' of pod 'pk-cli-watch' is not running (EXITED)" in res.stderr

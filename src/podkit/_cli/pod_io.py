@@ -60,12 +60,12 @@ def cmd_exec(args: argparse.Namespace) -> int:
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout else None
     with manager(args) as mgr:
         c = find_container(mgr, find_pod(mgr, args.pod), args.container)
+        _require_running(mgr.container_status(c.id), args)
         if not (args.interactive or args.tty):
             res = mgr.exec_sync(c.id, cmd, timeout)
             sys.stdout.buffer.write(res.stdout)
             sys.stderr.buffer.write(res.stderr)
             return res.exit_code
-        _require_running(mgr.container_status(c.id), args)
         runtime = mgr.runtime
     if not isinstance(runtime, Runc):
         raise InvalidArgumentError(f"exec -i/-t needs runc or crun, not {runtime!r}")
@@ -111,8 +111,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
             if (size := terminal_size(0, 1)) is not None:
                 supervisor.resize(c.id, *size)
         how = att.copy(sys.stdout.buffer, sys.stderr.buffer,
-                           sys.stdin.buffer if forward_stdin else None,
-                           detach_keys=keys or None)
+                       sys.stdin.buffer if forward_stdin else None, detach_keys=keys or None)
     if how == "detached":
         print(f"podkit: detached from {args.container} (still running)", file=sys.stderr)
         return 0
