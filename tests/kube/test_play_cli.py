@@ -346,8 +346,12 @@ def test_restart_with_back_off_until_ready(env: KubeEnv) -> None:
           - name: app
             image: {BUSYBOX_IMAGE}
             command: [sh, -c, 'if [ ! -f /data/once ]; then touch /data/once; echo crash;
-                      exit 1; fi; echo up; trap "exit 0" TERM; while true; do sleep 1; done']
+                      exit 1; fi; echo up; touch /tmp/up; trap "exit 0" TERM;
+                      while true; do sleep 1; done']
             volumeMounts: [{{name: data, mountPath: /data}}]
+            readinessProbe:  # only the second attempt gets ready (each has its own /tmp)
+              exec: {{command: [test, -f, /tmp/up]}}
+              periodSeconds: 1
         """))
     rc, out, err = env.play(str(f), "--wait", "--timeout", "2m")
     assert rc == 0, err
