@@ -195,8 +195,8 @@ def make_local_registry(ctx: Context) -> None:
 
 
 def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
-    """start_registry on a free port, then moved to 5000 by rewriting its config (the docs
-    name localhost:5000)."""
+    """``start_registry`` with its port pinned to 5000 (the docs name localhost:5000; the
+    runner's network namespace is private, so the port is free)."""
     import image.registries as registries
     real = registries.free_port
     registries.free_port = lambda: 5000
