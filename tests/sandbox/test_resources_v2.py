@@ -56,8 +56,8 @@ def _managed(base: Path, rootfs: Path, binary: str, **kw: object) -> Iterator[Sa
     try:
         yield m
     finally:
-        paths = [s.cgroups_path for s in m.list_sandboxes()] + [
-            c.cgroups_path for c in m.list_containers()]
+        paths = [p for p in [s.cgroups_path for s in m.list_sandboxes()] + [
+            c.cgroups_path for c in m.list_containers()] if p]  # (infra-less pods: none)
         m.remove_all()
         m.close()
     assert leftovers(base, m, paths) == []
