@@ -54,7 +54,26 @@ def test_log_path_and_pod_ip_per_attempt() -> None:
     assert log_path_for(attrs.evolve(plan.config, log_path="custom.txt"), 2) == "custom.txt"
 
 
+def test_pod_ip_in_command_and_args() -> None:
+    plan = ctr("web", command=("echo", f"ip={POD_IP_PLACEHOLDER}"))
+    plan = attrs.evolve(plan, config=attrs.evolve(
+        plan.config, args=[POD_IP_PLACEHOLDER, "$(OTHER)", "plain"]))
+    cfg = config_for(plan, 0, "10.1.2.3")
+    assert list(cfg.command) == ["echo", "ip=10.1.2.3"]
+    assert list(cfg.args) == ["10.1.2.3", "$(OTHER)", "plain"]
+
+
 # -- play and down ------------------------------------------------------------------------
+
+
+def test_play_and_down_are_the_packages_library_face() -> None:
+    import podkit.kube
+    from podkit.kube import runner
+
+    for name in ("play", "down", "PlayResult", "PodResult", "DownResult", "PodFailedError",
+                 "PlayTimeoutError"):
+        assert getattr(podkit.kube, name) is getattr(runner, name)
+        assert name in podkit.kube.__all__
 
 
 def test_play_starts_labelled_pod_and_refuses_a_second_play() -> None:

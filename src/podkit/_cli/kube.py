@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from podkit.errors import InvalidArgumentError
 from podkit.image import AuthFile, Registry, RegistryHosts
 from podkit.image.hosts import DEFAULT_DIR as DEFAULT_HOSTS_DIR
-from podkit.kube import PodPlan
+from podkit.kube import PodPlan, parse_resolv_conf
 from podkit.kube.manifests import load_manifests
 from podkit.kube.planner import plan_pods
 from podkit.kube.runner import PlayError, PlayResult, down, play
+from podkit.sandbox import DNSConfig
 
 from .dirs import podkit_root
 from .output import Column, add_output_options, render, short_id
 from .pod_time import parse_duration
 from .podctx import add_common, manager
 
-__all__ = ["plans", "print_result", "register"]
+__all__ = ["RESOLV_CONF", "host_dns", "plans", "print_result", "register"]
+
+RESOLV_CONF = "/etc/resolv.conf"
+"""The host's DNS the pods get (the kubelet's ``--resolv-conf`` default)."""
 
 COLUMNS = (Column("pod", "POD"), Column("pod_id", "POD ID", short_id), Column("ip", "IP"),
            Column("ports", "HOST PORTS"), Column("container", "CONTAINER"),
@@ -76,6 +81,24 @@ def _inputs(p: argparse.ArgumentParser) -> None:
                    help="Secret manifest(s) for volumes and env (repeatable)")
     p.add_argument("--log-root", default="/var/log/pods", metavar="DIR",
                    help="pod log directories go under it (default /var/log/pods)")
+    p.add_argument("--resolv-conf", default=RESOLV_CONF, metavar="FILE",
+                   help="the host DNS for dnsPolicy Default (and ClusterFirst, which falls "
+                   f"back to it); '' for none (default {RESOLV_CONF})")
+
+
+def host_dns(path: str) -> DNSConfig | None:
+    """The DNS in ``path`` (a resolv.conf) as the kubelet reads its ``--resolv-conf``: None for
+    "" or a missing default; another file that cannot be read is an error naming it."""
+    if not path:
+        return None
+    try:
+        return parse_resolv_conf(Path(path).read_text())
+    except FileNotFoundError:
+        if path == RESOLV_CONF:
+            return None
+        raise InvalidArgumentError(f"--resolv-conf {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgumentError(f"--resolv-conf {path}: cannot read it: {exc}") from None
 
 
 def plans(args: argparse.Namespace, *, strict: bool = False) -> list[PodPlan]:
@@ -83,7 +106,8 @@ def plans(args: argparse.Namespace, *, strict: bool = False) -> list[PodPlan]:
     manifests = load_manifests(args.files, configmap_files=args.configmap,
                                secret_files=args.secret)
     return plan_pods(manifests, volumes_root=str(podkit_root(args) / "kube"),
-                     log_root=args.log_root, strict=strict)
+                     log_root=args.log_root, strict=strict,
+                     host_dns=host_dns(args.resolv_conf))
 
 
 def _rows(result: PlayResult) -> list[dict[str, Any]]:

@@ -2,8 +2,9 @@
 
 ``load_manifests`` reads YAML files, ``plan_pods`` turns them into ``PodPlan`` objects (the
 sandbox, containers, volumes and policies ``kube play`` runs), ``pod_to_cri`` is the library
-face for one manifest, ``validate_pod`` refuses what the API server refuses. Fields podkit does
-not map are listed in ``PodPlan.warnings`` (errors with ``strict=True``), never dropped silently.
+face for one manifest, ``validate_pod`` refuses what the API server refuses, ``play`` and
+``down`` run and remove plans on a pods manager (``kube play``'s library face). Fields podkit
+does not map are listed in ``PodPlan.warnings`` (errors with ``strict=True``), never dropped silently.
 """
 
 from __future__ import annotations
@@ -27,11 +28,21 @@ from podkit.kube.plan import (
 )
 from podkit.kube.planner import DEFAULT_VOLUMES_ROOT, plan_pods, pod_to_cri
 from podkit.kube.resources import qos_class
+from podkit.kube.runner import (
+    DownResult,
+    PlayResult,
+    PlayTimeoutError,
+    PodFailedError,
+    PodResult,
+    down,
+    play,
+)
 from podkit.kube.validate import PodValidationError, validate_pod
 from podkit.kube.workloads import default_uid
 
 __all__ = [
     "DEFAULT_VOLUMES_ROOT",
+    "DownResult",
     "POD_FIELDS",
     "POD_IP_PLACEHOLDER",
     "UNSUPPORTED",
@@ -40,15 +51,21 @@ __all__ = [
     "Document",
     "ManifestError",
     "Manifests",
+    "PlayResult",
+    "PlayTimeoutError",
+    "PodFailedError",
     "PodPlan",
+    "PodResult",
     "PodValidationError",
     "ProbeSpec",
     "VolumePlan",
     "default_uid",
+    "down",
     "load_manifests",
     "parse_manifests",
     "parse_resolv_conf",
     "plan_pods",
+    "play",
     "pod_to_cri",
     "qos_class",
     "unsupported_fields",

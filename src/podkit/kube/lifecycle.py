@@ -87,12 +87,17 @@ def log_path_for(config: ContainerConfig, attempt: int) -> str:
 
 
 def config_for(plan: ContainerPlan, attempt: int, pod_ip: str) -> ContainerConfig:
-    """The container's CRI config for ``attempt``, with the pod IP in its env placeholders."""
-    envs = [attrs.evolve(kv, value=kv.value.replace(POD_IP_PLACEHOLDER, pod_ip))
-            for kv in plan.config.envs]
+    """The container's CRI config for ``attempt``, with the pod IP in the placeholders of its
+    env values, command and args (``$(POD_IP)`` expanded there before the IP was known)."""
+    def ip(text: str) -> str:
+        return text.replace(POD_IP_PLACEHOLDER, pod_ip)
+
+    config = plan.config
+    envs = [attrs.evolve(kv, value=ip(kv.value)) for kv in config.envs]
     return attrs.evolve(
-        plan.config, envs=envs, log_path=log_path_for(plan.config, attempt),
-        metadata=ContainerMetadata(name=plan.config.metadata.name, attempt=attempt))
+        config, envs=envs, command=tuple(ip(a) for a in config.command),
+        args=tuple(ip(a) for a in config.args), log_path=log_path_for(config, attempt),
+        metadata=ContainerMetadata(name=config.metadata.name, attempt=attempt))
 
 
 def describe(c: Container | None) -> str:
