@@ -405,12 +405,23 @@ class SandboxManager(ContainerLifecycle):
                 errors.append(exc)
         if "pause" in sb.steps:
             try:
-                processes.kill_and_wait(self.supervisor, self.runtime, sb.id, 0, _signal.SIGKILL)
+                if not self._exit_recorded(sb.id):  # a stop already saw it go: no kill
+                    processes.kill_and_wait(self.supervisor, self.runtime, sb.id, 0,
+                                            _signal.SIGKILL)
             except PodkitError as exc:
                 errors.append(exc)
         with contextlib.suppress(PodkitError):
             netns.unmount_all(self.sandbox_steps.files(sb).shm)
         return errors
+
+    def _exit_recorded(self, id: str) -> bool:
+        """Whether conmon recorded the exit of ``id`` (its init is gone: nothing to kill)."""
+        if not isinstance(self.supervisor, ConmonSupervisor):
+            return False
+        try:
+            return self.supervisor.conmon.exit_status(id) is not None
+        except PodkitError:  # no record: the runtime's force delete has the last word
+            return False
 
     def _undo_pod_namespaces(self, sb: Sandbox, net_failure: Sequence[BaseException]
                              ) -> builtins.list[BaseException]:
@@ -564,9 +575,11 @@ class SandboxManager(ContainerLifecycle):
                            errors: builtins.list[str]) -> builtins.list[str]:
         """Undo the pods caught half-made or half-removed; adopt the rest (their IDs)."""
         adopted = []
+        live = recovery.live_ids(self.runtime)  # one list instead of a state call per pod
         for sb in sandboxes:
             if sb.phase == "created":
-                self.sandbox_status(sb.id)
+                if live is None or sb.id not in live:
+                    self.sandbox_status(sb.id)
                 adopted.append(sb.id)
                 continue
             with self.registry.sandbox_lock(sb.id):
