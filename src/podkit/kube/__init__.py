@@ -3,8 +3,9 @@
 ``load_manifests`` reads YAML files, ``plan_pods`` turns them into ``PodPlan`` objects (the
 sandbox, containers, volumes and policies ``kube play`` runs), ``pod_to_cri`` is the library
 face for one manifest, ``validate_pod`` refuses what the API server refuses, ``play`` and
-``down`` run and remove plans on a pods manager (``kube play``'s library face). Fields podkit
-does not map are listed in ``PodPlan.warnings`` (errors with ``strict=True``), never dropped silently.
+``down`` run and remove plans on a pods manager (``kube play``'s library face). Fields
+podkit does not map are listed in ``PodPlan.warnings`` (errors with ``strict=True``), never
+dropped silently.
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from podkit.kube.workloads import default_uid
 
 __all__ = [
     "DEFAULT_VOLUMES_ROOT",
-    "DownResult",
     "POD_FIELDS",
     "POD_IP_PLACEHOLDER",
     "UNSUPPORTED",
     "ConfigData",
     "ContainerPlan",
     "Document",
+    "DownResult",
     "ManifestError",
     "Manifests",
     "PlayResult",
