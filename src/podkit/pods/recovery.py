@@ -1,5 +1,6 @@
 """What ``SandboxManager.recover()`` sweeps besides the records: temp files of writes cut
-short and directories no record names (a crash between making them and recording them)."""
+short and directories no record names (a crash between making them and recording them); and
+the one runtime ``list`` that tells which pods still run without a ``state`` call per pod."""
 
 from __future__ import annotations
 
@@ -11,8 +12,21 @@ from pathlib import Path
 from podkit import netns
 from podkit._files import sweep_atomic_temps
 from podkit.errors import PodkitError
+from podkit.runtime import Runtime
 
-__all__ = ["remove_orphan_dirs", "sweep_temps"]
+__all__ = ["live_ids", "remove_orphan_dirs", "sweep_temps"]
+
+_LIVE = frozenset(("running", "created", "paused"))  # what processes.running counts as running
+
+
+def live_ids(runtime: Runtime) -> frozenset[str] | None:
+    """The IDs the runtime lists running, created or paused, from one ``list`` call; ``None``
+    when the listing fails. A container missing here may still be one ``list`` skipped (an
+    unreadable state dir): callers ask ``state`` about those, so the answer stays the same."""
+    try:
+        return frozenset(s.id for s in runtime.list() if s.status in _LIVE)
+    except (PodkitError, OSError):
+        return None
 
 
 def sweep_temps(state_dir: Path, root_dir: Path, *, extra: Iterable[Path] = (),
