@@ -18,6 +18,7 @@ from podkit.kube.hostside import (
     make_volumes,
     project_files,
     remove_volumes,
+    secret_tmpfs_size,
 )
 from support import require_root
 
@@ -175,6 +176,51 @@ def test_memory_empty_dir_is_a_sized_tmpfs(tmp_path: Path) -> None:
     finally:
         removed = remove_volumes([vol])
     assert removed == [str(path)] and not os.path.ismount(path) and not path.exists()
+
+
+def _secret(path: Path) -> VolumePlan:
+    return VolumePlan(name="creds", kind="secret", host_path=str(path),
+                      files=(("password", b"s3cr3t", 0o400), ("dir/token", b"t" * 5000, 0o440)))
+
+
+def _mounted(path: Path) -> list[str]:
+    """The filesystem types mounted at ``path`` (the mount table of this process)."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [m[2] for m in mounts if m[1] == str(path)]
+
+
+def test_secret_tmpfs_size_holds_two_versions_and_a_mib() -> None:
+    page = os.sysconf("SC_PAGE_SIZE")
+    size = secret_tmpfs_size(_secret(Path("/x")))
+    assert size % page == 0 and size - page < 2 * (6 + 5000) + (1 << 20) <= size
+    assert secret_tmpfs_size(VolumePlan(name="e", kind="secret", host_path="/x")) == 1 << 20
+
+
+@pytest.mark.integration
+def test_secret_files_live_on_a_tmpfs(tmp_path: Path) -> None:
+    require_root()
+    path = tmp_path / "pod" / "creds"
+    vol = _secret(path)
+    make_volumes([vol])
+    try:
+        assert _mounted(path) == ["tmpfs"]
+        st = os.statvfs(path)
+        assert st.f_blocks * st.f_frsize == secret_tmpfs_size(vol)
+        assert (path / "password").read_bytes() == b"s3cr3t"
+        assert _mode(path / "..data" / "password") == 0o400
+        assert _mode(path) == 0o755
+    finally:
+        removed = remove_volumes([vol])
+    assert removed == [str(path)] and _mounted(path) == [] and not (tmp_path / "pod").exists()
+
+
+@pytest.mark.integration
+def test_a_failure_after_a_secret_unmounts_it(tmp_path: Path) -> None:
+    require_root()
+    path = tmp_path / "pod" / "creds"
+    with pytest.raises(HostPathError, match=r"missing.*does not exist"):
+        make_volumes([_secret(path), _host(tmp_path / "missing", "File")])
+    assert _mounted(path) == [] and not (tmp_path / "pod").exists()
 
 
 def test_remove_takes_the_kubelet_pod_dir_along(tmp_path: Path) -> None:

@@ -112,6 +112,12 @@ def env(layout: Path, busybox_rootfs: Path, tmp_path: Path) -> Iterator[KubeEnv]
     assert e.leaked(before) == []
 
 
+def _fs_types(path: Path) -> list[str]:
+    """The filesystem types mounted at ``path`` in this mount namespace."""
+    mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [m[2] for m in mounts if m[1] == str(path)]
+
+
 def _pod(out: dict[str, object], name: str) -> dict[str, object]:
     pods = [p for p in out["pods"] if p["name"] == name]  # type: ignore[attr-defined]
     assert len(pods) == 1, out
@@ -252,7 +258,9 @@ def test_configmap_secret_deployment_and_hooks(env: KubeEnv) -> None:
                 image: {BUSYBOX_IMAGE}
                 command: [sh, -c]
                 args: ['cat /etc/cfg/greeting; echo; cat /etc/sec/token; echo;
-                        echo "$MODE $TOKEN"; trap "exit 0" TERM; while true; do sleep 1; done']
+                        echo "$MODE $TOKEN";
+                        awk "\\$2 == \\"/etc/sec\\" {{print \\$3}}" /proc/mounts;
+                        trap "exit 0" TERM; while true; do sleep 1; done']
                 env:
                 - {{name: TOKEN, valueFrom: {{secretKeyRef: {{name: creds, key: token}}}}}}
                 envFrom: [{{configMapRef: {{name: settings}}, prefix: ""}}]
@@ -272,15 +280,17 @@ def test_configmap_secret_deployment_and_hooks(env: KubeEnv) -> None:
     pod = _pod(out, "app-pod")
     assert pod["status"] == "Ready"
     log = env.pod_log("kp", str(pod["name"]), str(pod["uid"]), "app")
-    assert log.splitlines()[:3] == ["hi there", "s3cret", "fast s3cret"]
+    # the secret volume is a tmpfs on the host, and so in the container, as the kubelet's
+    assert log.splitlines()[:4] == ["hi there", "s3cret", "fast s3cret", "tmpfs"]
     vol = next(p for p in (env.base / "root" / "kube").rglob("volumes/sec"))
+    assert _fs_types(vol) == ["tmpfs"]
     data = vol / "..data"
     assert data.is_symlink() and os.readlink(vol / "token") == "..data/token"
     assert stat.S_IMODE((vol / "token").stat().st_mode) == 0o400
     _down(env, f, "--secret", str(secret))
     assert (hostdir / "prestop").read_text() == "bye\n"  # the preStop hook ran
     assert sorted(p.name for p in hostdir.iterdir()) == ["keep", "prestop"]
-    assert env.volumes() == []
+    assert env.volumes() == [] and _fs_types(vol) == []
 
 
 def test_qos_classes_in_the_cgroup_and_oom_score(env: KubeEnv) -> None:

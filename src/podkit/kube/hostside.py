@@ -3,7 +3,8 @@
 emptyDir is a directory (``medium: Memory``: a tmpfs, ``sizeLimit`` its size); hostPath gets
 the kubelet's ``type`` checks (and creation for the ``OrCreate`` types); configMap, secret and
 downwardAPI files are projected like the kubelet's atomic writer: a timestamped directory, a
-``..data`` symlink to it swapped by rename, and one symlink per top-level name through it.
+``..data`` symlink to it swapped by rename, and one symlink per top-level name through it;
+secret files on a tmpfs of their own (never on disk), as the kubelet keeps them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "project_files",
     "remove_created",
     "remove_volumes",
+    "secret_tmpfs_size",
 ]
 
 DATA_DIR = "..data"
@@ -177,6 +179,29 @@ def _make_empty_dir(vol: VolumePlan) -> None:
     _own(path, vol.fs_group, 0o660)
 
 
+def secret_tmpfs_size(vol: VolumePlan) -> int:
+    """Bytes for a secret volume's tmpfs: twice its files (the atomic writer's next version
+    lands beside the current one) plus 1 MiB for directories and links, in whole pages."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    size = 2 * sum(len(data) for _, data, _ in vol.files) + (1 << 20)
+    return -(-size // page) * page
+
+
+def _mount_secret_tmpfs(vol: VolumePlan) -> None:
+    """Keep a secret volume in memory, as the kubelet does: a tmpfs at its directory."""
+    path = Path(vol.host_path)
+    path.mkdir(mode=0o755, parents=True, exist_ok=True)
+    if os.path.ismount(path):
+        return
+    data = f"size={secret_tmpfs_size(vol)},mode=0755"
+    try:
+        _linux.mount("tmpfs", path, "tmpfs", _linux.MS_NOSUID | _linux.MS_NODEV, data)
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"volume {vol.name!r}: secret at {path}: mount tmpfs ({data}): {exc.strerror}"
+        ) from None
+
+
 def make_volumes(volumes: Sequence[VolumePlan]) -> list[Path]:
     """Make every volume of a pod; the hostPaths it created (``OrCreate`` types), for
     :func:`remove_created` when the pod is undone. On an error, removes what it made.
@@ -195,6 +220,8 @@ def make_volumes(volumes: Sequence[VolumePlan]) -> list[Path]:
             if vol.kind == "emptyDir":
                 _make_empty_dir(vol)
             elif vol.kind in ("configMap", "secret", "downwardAPI"):
+                if vol.kind == "secret":
+                    _mount_secret_tmpfs(vol)
                 project_files(vol)
             else:
                 raise InvalidArgumentError(f"volume {vol.name!r}: unknown kind {vol.kind!r}")
