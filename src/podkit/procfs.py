@@ -1,4 +1,5 @@
-"""Reading ``/proc``: a process's state, start time, argv and network counters.
+"""Reading ``/proc``: a process's state, start time, argv and network counters; and
+:class:`PidWatches`, pidfds that say a process exited without reading ``/proc`` again.
 
 One home for the few ``/proc`` files podkit reads, so frontends and supervisors do not parse
 them each in their own way. Stdlib only; every function answers "gone" (``None``, ``False``,
@@ -7,12 +8,18 @@ empty) instead of raising when the process or the file is not there.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
+import select
+import threading
+from collections.abc import Callable, Collection
 from typing import NamedTuple
 
 __all__ = [
     "PROC",
     "InterfaceCounters",
+    "PidWatches",
     "alive",
     "cmdline",
     "net_dev",
@@ -114,3 +121,86 @@ def net_dev(pid: int, *, proc: str = PROC) -> list[InterfaceCounters] | None:
     if data is None:
         return None
     return parse_net_dev(data.decode("utf-8", "replace"))
+
+
+class PidWatches:
+    """One pidfd per watched process, by key: whether it has exited is one ``poll`` of its
+    pidfd (readable once the process is a zombie or gone), not a ``/proc`` read, and a pid
+    reused later cannot fool it. Thread-safe; :meth:`forget` or :meth:`close` closes the fds.
+
+    At most ``limit`` pidfds are held (default: a quarter of the soft ``RLIMIT_NOFILE``): past
+    it :meth:`watch` keeps nothing and says so, and the owner asks the slow way, so watches
+    never starve the process of fds. ``pidfd_open`` is the seam tests replace (any callable
+    returning an fd that turns readable when the process exits, ``OSError`` when it is gone).
+    """
+
+    def __init__(self, pidfd_open: Callable[[int], int] = os.pidfd_open,
+                 limit: int | None = None) -> None:
+        self._open = pidfd_open
+        if limit is None:
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            limit = 4096 if soft == resource.RLIM_INFINITY else max(16, soft // 4)
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._fds: dict[str, tuple[int, int]] = {}  # key -> (pid, pidfd)
+
+    def watch(self, key: str, pid: int) -> bool:
+        """Watch ``pid`` under ``key`` (replacing a watch of another pid there); ``False``
+        (nothing kept) when ``pid`` is not a process any more or :attr:`limit` fds are held."""
+        self.forget(key)
+        if pid <= 0 or len(self) >= self.limit:
+            return False
+        try:
+            fd = self._open(pid)
+        except OSError:
+            return False
+        with self._lock:
+            old = self._fds.get(key)
+            self._fds[key] = (pid, fd)
+        if old is not None:  # a concurrent watch of the same key
+            os.close(old[1])
+        return True
+
+    def exited(self, key: str, pid: int) -> bool | None:
+        """``True`` once the process watched under ``key`` has exited, ``False`` while it
+        runs; ``None`` when ``key`` watches no process or another pid than ``pid``."""
+        with self._lock:
+            found = self._fds.get(key)
+            if found is None or found[0] != pid:
+                return None
+            poller = select.poll()
+            poller.register(found[1], select.POLLIN)
+            return bool(poller.poll(0))
+
+    def forget(self, key: str) -> None:
+        """Stop watching under ``key`` and close its pidfd (nothing to do when none)."""
+        with self._lock:
+            found = self._fds.pop(key, None)
+        if found is not None:
+            os.close(found[1])
+
+    def retain(self, keys: Collection[str]) -> None:
+        """Forget every watch whose key is not in ``keys`` (what its owner no longer knows)."""
+        with self._lock:
+            gone = [k for k in self._fds if k not in keys]
+        for k in gone:
+            self.forget(k)
+
+    def close(self) -> None:
+        """Close every pidfd."""
+        with self._lock:
+            fds, self._fds = list(self._fds.values()), {}
+        for _, fd in fds:
+            os.close(fd)
+
+    def __del__(self) -> None:  # an owner dropped without close(): no fd outlives it
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._fds)
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._fds

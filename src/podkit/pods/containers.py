@@ -271,9 +271,12 @@ class ContainerLifecycle:
                 raise
             c.state = ContainerState.CONTAINER_RUNNING
             c.started_at = started
+            if processes.pids_are_host_pids(self.supervisor, self.runtime):
+                self.registry.exits.watch(c.id, c.pid)  # gone already: the next look asks
             self.records.save(c)
 
     def _record_exit(self, c: Container, status: ExitStatus) -> None:
+        self.registry.exits.forget(c.id)
         c.state = ContainerState.CONTAINER_EXITED
         c.exit_code = status.exit_code
         c.finished_at = (int(status.exited_at.timestamp() * 1e9) if status.exited_at
@@ -284,10 +287,20 @@ class ContainerLifecycle:
         self.records.save(c)
 
     def _refresh(self, c: Container) -> None:
-        if c.state == ContainerState.CONTAINER_RUNNING:
-            status = processes.exit_status(self.supervisor, self.runtime, c.id)
-            if status is not None:
-                self._record_exit(c, status)
+        """Bring a RUNNING record up to date: while its process's pidfd says it runs, that is
+        the answer (one poll); otherwise (exited, or not watched yet: after a restart, past
+        the fd limit) ask the supervisor, and watch the process if it still runs."""
+        if c.state != ContainerState.CONTAINER_RUNNING:
+            return
+        exits = self.registry.exits
+        seen = exits.exited(c.id, c.pid)
+        if seen is False:
+            return
+        if seen is None and processes.pids_are_host_pids(self.supervisor, self.runtime):
+            exits.watch(c.id, c.pid)  # before the look: an exit after it shows on the pidfd
+        status = processes.exit_status(self.supervisor, self.runtime, c.id)
+        if status is not None:
+            self._record_exit(c, status)
 
     def stop_container(self, id: str, timeout: float = 0) -> None:
         """Stop signal (SIGTERM unless the config names one), ``timeout`` s, SIGKILL; idempotent."""
@@ -339,11 +352,16 @@ class ContainerLifecycle:
         """The user the container's process runs as, resolved at create (uid, gid, additional
         gids, from its bundle); ``None`` when its bundle is gone or names none."""
         self.registry.container(id)  # NotFoundError for an unknown ID
+        known, user = self.registry.user(id)
+        if known:  # kept from create (or the first ask after a restart)
+            return user
         try:
             spec = oci.Spec.load(self._container_dir(id) / "bundle" / "config.json")
         except (OSError, oci.SpecError, ValueError):
             return None
-        return spec.process.user if spec.process is not None else None
+        user = spec.process.user if spec.process is not None else None
+        self.registry.set_user(id, user)
+        return user
 
     def list_containers(self, filter: ContainerFilter | None = None) -> builtins.list[Container]:
         """Containers matching ``filter`` (all by default), oldest first."""

@@ -12,10 +12,17 @@ import time
 
 from podkit import cgroups
 from podkit.errors import NotFoundError, PodkitError
-from podkit.runtime import ConmonSupervisor, ExitStatus, Runtime, Supervisor
+from podkit.runtime import ConmonSupervisor, ExitStatus, Runc, Runtime, Supervisor
 from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
 
-__all__ = ["delete", "exit_status", "kill_and_wait", "oom_killed", "running"]
+__all__ = ["delete", "exit_status", "kill_and_wait", "oom_killed", "pids_are_host_pids",
+           "running"]
+
+
+def pids_are_host_pids(supervisor: Supervisor, runtime: Runtime) -> bool:
+    """Whether the pids the supervisor hands out are processes of this host (conmon's, or a
+    real runc's), so a pidfd can watch them; a fake runtime's are made up."""
+    return isinstance(supervisor, ConmonSupervisor) or isinstance(runtime, Runc)
 
 
 def running(runtime: Runtime, id: str) -> bool:

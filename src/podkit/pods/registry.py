@@ -1,11 +1,14 @@
 """The manager's in-memory index: pods and containers by ID, the names they reserve, one lock
-per pod, and the bundles of containers created but not yet started. Thread-safe; no I/O."""
+per pod, the bundles of containers created but not yet started, the users containers run as,
+and a pidfd per running container (``exits``: an exit is a poll away, not a question to the
+supervisor). Thread-safe; no I/O beyond opening and closing those pidfds."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
 
+from podkit import oci, procfs
 from podkit.errors import AlreadyExistsError, NotFoundError, quote
 from podkit.pods.records import Container, Sandbox
 from podkit.runtime import Bundle
@@ -24,6 +27,9 @@ class Registry:
         self._containers: dict[str, Container] = {}
         self._built: dict[str, Bundle] = {}  # bundles of CREATED containers, spec in memory
         self._sandbox_locks: dict[str, threading.RLock] = {}
+        self._users: dict[str, oci.User | None] = {}  # resolved at create, or on first ask
+        self.exits = procfs.PidWatches()
+        """The container processes watched by pidfd, by container ID."""
 
     # -- names ------------------------------------------------------------------------------
 
@@ -101,11 +107,25 @@ class Registry:
             return [c for c in self._containers.values() if c.sandbox_id == sandbox_id]
 
     def add_container(self, c: Container, bundle: Bundle | None = None) -> None:
-        """Index ``c`` (with its built ``bundle``, handed to the supervisor at start)."""
+        """Index ``c`` (with its built ``bundle``, handed to the supervisor at start, and the
+        user the bundle's process runs as)."""
         with self._lock:
             self._containers[c.id] = c
             if bundle is not None:
                 self._built[c.id] = bundle
+                process = bundle.spec.process
+                self._users[c.id] = process.user if process is not None else None
+
+    def user(self, id: str) -> tuple[bool, oci.User | None]:
+        """Whether the user of container ``id`` is known, and that user (``None``: none)."""
+        with self._lock:
+            return id in self._users, self._users.get(id)
+
+    def set_user(self, id: str, user: oci.User | None) -> None:
+        """Remember the user of a known container (read from its bundle after a restart)."""
+        with self._lock:
+            if id in self._containers:
+                self._users[id] = user
 
     def take_bundle(self, id: str) -> Bundle | None:
         """The built bundle of a CREATED container, once."""
@@ -116,6 +136,12 @@ class Registry:
         with self._lock:
             self._containers.pop(id, None)
             self._built.pop(id, None)
+            self._users.pop(id, None)
+        self.exits.forget(id)
+
+    def close(self) -> None:
+        """Close the pidfds (the records stay; a later look opens them again)."""
+        self.exits.close()
 
     # -- recovery ---------------------------------------------------------------------------
 

@@ -126,6 +126,7 @@ class Server:
         self.service.stop_monitor()
         self.service.events.close()
         self.grpc_server.stop(grace).wait()
+        self.service.close()
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
 

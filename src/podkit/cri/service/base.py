@@ -8,6 +8,7 @@ the CRI reports it, its resolved user, its CRI status, and a pod's state checked
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Protocol
 
@@ -66,6 +67,7 @@ class ServiceBase:
         self._announced: set[str] = set()
         self._users: dict[str, pb.ContainerUser | None] = {}
         self._cpu_samples: dict[str, tuple[int, int]] = {}
+        self._pauses = procfs.PidWatches()  # the pause process of each READY pod, by pod ID
 
     # -- containers as the CRI sees them ----------------------------------------------------
 
@@ -80,7 +82,7 @@ class ServiceBase:
             container_id=c.id, image=c.meta.get("user_specified_image") or name,
             image_ref=f"{repo(name)}@{c.image_digest}" if c.image_digest else name,
             image_id=c.image_id, rootfs_id=c.rootfs_key,
-            rootfs=str(self.store.root / "containers" / c.rootfs_key / "rootfs")
+            rootfs=os.path.join(self.store.root, "containers", c.rootfs_key, "rootfs")
             if c.rootfs_key else "")
 
     def _image_of(self, id: str) -> ContainerImage:
@@ -118,14 +120,25 @@ class ServiceBase:
     # -- pods, their state checked cheaply --------------------------------------------------
 
     def _fresh_sandbox(self, id: str) -> Sandbox | None:
-        """The pod's record with its state checked: ``/proc/<pause pid>`` while it lives,
-        the manager's runtime check (a runc exec) only when the pause seems gone."""
+        """The pod's record with its state checked (see :meth:`_fresh`)."""
         found = [sb for sb in self.manager.list_sandboxes(SandboxFilter(id=id)) if sb.id == id]
         return self._fresh(found[0]) if found else None
 
     def _fresh(self, sb: Sandbox) -> Sandbox | None:
-        if sb.state != SandboxState.SANDBOX_READY or procfs.alive(sb.pid):
+        """``sb`` with its state checked: a READY pod's pause is watched by a pidfd (one poll
+        while it runs; ``/proc/<pid>`` read once, when the watch starts); the manager's
+        runtime check (a runc exec) only when the pause seems gone."""
+        if sb.state != SandboxState.SANDBOX_READY:
+            self._pauses.forget(sb.id)
             return sb
+        seen = self._pauses.exited(sb.id, sb.pid)
+        if seen is False:
+            return sb
+        if seen is None:
+            self._pauses.watch(sb.id, sb.pid)  # before the look: a later exit shows on it
+            if procfs.alive(sb.pid):
+                return sb
+        self._pauses.forget(sb.id)
         with contextlib.suppress(NotFoundError):
             return self.manager.sandbox_status(sb.id)
         return None

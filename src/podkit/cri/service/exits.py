@@ -90,7 +90,9 @@ class ContainerEvents(ServiceBase):
             elif exited and self._was_announced(c.id):  # else its STARTED is on the way
                 self._publish(c.id, pb.CONTAINER_STOPPED_EVENT, c.sandbox_id,
                               self._status(c) if self.events.subscribers else None)
-        for sb in self.manager.list_sandboxes():
+        pods = self.manager.list_sandboxes()
+        self._pauses.retain({sb.id for sb in pods})  # pods removed past the service
+        for sb in pods:
             fresh = self._fresh(sb)
             if fresh is None:
                 continue
@@ -121,6 +123,12 @@ class ContainerEvents(ServiceBase):
             self._halt.set()
             self._monitor.join()
             self._monitor = None
+
+    def close(self) -> None:
+        """Stop the exit monitor and close the pidfds the service watches pauses with (the
+        pods keep running; a later call watches them again)."""
+        self.stop_monitor()
+        self._pauses.close()
 
     def GetContainerEvents(self, request: pb.GetEventsRequest,
                            active: Callable[[], bool] = lambda: True,

@@ -61,6 +61,7 @@ class SandboxRPCs(ContainerEvents):
         containers = [c for c in self.manager.list_containers(ContainerFilter(pod_sandbox_id=id))
                       if c.sandbox_id == id]
         self.manager.remove_sandbox(id)
+        self._pauses.forget(id)
         for c in containers:
             self._forget(c.id)
             self._publish(c.id, pb.CONTAINER_DELETED_EVENT, id)
