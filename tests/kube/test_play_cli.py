@@ -118,6 +118,11 @@ def _fs_types(path: Path) -> list[str]:
     return [m[2] for m in mounts if m[1] == str(path)]
 
 
+def _mount_points() -> list[str]:
+    """Every mount point in this mount namespace."""
+    return [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+
+
 def _pod(out: dict[str, object], name: str) -> dict[str, object]:
     pods = [p for p in out["pods"] if p["name"] == name]  # type: ignore[attr-defined]
     assert len(pods) == 1, out
@@ -533,3 +538,99 @@ def test_liveness_failure_kills_the_container(env: KubeEnv) -> None:
     assert "pod kp/dead failed: container 'app': exited with code 143" in err
     assert "killed: liveness probe Failure (tcp " in err and ":8081: " in err
     _down(env, f)
+
+
+def test_sigterm_removes_what_play_made(env: KubeEnv) -> None:
+    """SIGTERM to ``kube play --wait`` (a cancelled CI job) cleans up as Ctrl-C does."""
+    import signal
+    import sys
+    import time
+
+    hostdir = env.base / "host"
+    hostdir.mkdir()
+    secret = env.write("secret-term.yaml", textwrap.dedent("""\
+        apiVersion: v1
+        kind: Secret
+        metadata: {name: creds, namespace: kp}
+        stringData: {token: s3cret}
+        """))
+    f = env.write("term.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: term, namespace: kp}}
+        spec:
+          terminationGracePeriodSeconds: 1
+          volumes:
+          - {{name: host, hostPath: {{path: {hostdir}, type: Directory}}}}
+          - {{name: sec, secret: {{secretName: creds}}}}
+          - {{name: scratch, emptyDir: {{}}}}
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'touch /host/up; trap "exit 0" TERM; while true; do sleep 1; done']
+            volumeMounts:
+            - {{name: host, mountPath: /host}}
+            - {{name: sec, mountPath: /sec}}
+            - {{name: scratch, mountPath: /scratch}}
+            readinessProbe: {{exec: {{command: ["false"]}}, periodSeconds: 1}}
+        """))
+    exe = Path(sys.executable).parent / "podkit"
+    proc = subprocess.Popen(
+        [str(exe), "kube", "play", str(f), "--secret", str(secret), "--wait", "--timeout", "10m",
+         *env.flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while not (hostdir / "up").exists() and proc.poll() is None:
+            time.sleep(0.1)  # the pod is made, play waits for a readiness that never comes
+        assert proc.poll() is None, proc.communicate()
+        assert env.volumes() != []
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and out == ""
+    assert env.volumes() == []  # the emptyDir and the secret's tmpfs are gone
+    assert not any(m.startswith(str(env.base / "root")) for m in _mount_points())
+    assert _down(env, f, "--secret", str(secret)) == [
+        "pod kp/term: not running (nothing to remove)"]
+    assert sorted(p.name for p in hostdir.iterdir()) == ["up"]  # a hostPath is never touched
+
+
+def test_pod_ip_in_args_and_the_hosts_dns(env: KubeEnv) -> None:
+    """``$(POD_IP)`` from ``status.podIP`` in command and args is the pod's IP; dnsPolicy
+    Default with dnsConfig merges the host's resolv.conf (``--resolv-conf``), as the kubelet."""
+    resolv = env.write("resolv.conf", "nameserver 192.0.2.1\nsearch host.test\n")
+    f = env.write("ip.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: ip, namespace: kp}}
+        spec:
+          restartPolicy: Never
+          terminationGracePeriodSeconds: 1
+          dnsPolicy: Default
+          dnsConfig: {{nameservers: [192.0.2.53], searches: [pod.test]}}
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'echo "command $(POD_IP)"; echo "args $1"; cat /etc/resolv.conf',
+                      sh]
+            args: ["$(POD_IP)"]
+            env: [{{name: POD_IP, valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}}}]
+        """))
+    rc, out, err = env.play(str(f), "--wait", "--resolv-conf", str(resolv))
+    assert rc == 0, err
+    pod = _pod(out, "ip")
+    ip = str(pod["ip"])
+    assert pod["status"] == "Succeeded" and ip
+    log = env.pod_log("kp", "ip", str(pod["uid"]), "app").splitlines()
+    assert log[:2] == [f"command {ip}", f"args {ip}"]
+    lines = [line for line in log[2:] if line.split()[:1] in (["nameserver"], ["search"])]
+    assert sorted(lines) == [
+        "nameserver 192.0.2.1", "nameserver 192.0.2.53", "search host.test pod.test"]
+    assert _down(env, f, "--resolv-conf", str(resolv))[0].startswith("pod kp/ip: removed")
+
+    res = env.podkit("kube", "play", str(f), "--resolv-conf", str(env.base / "nope"))
+    assert res.returncode == 2 and f"--resolv-conf {env.base / 'nope'}: no such file" in res.stderr
+    assert env.volumes() == []

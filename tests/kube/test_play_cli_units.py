@@ -1,14 +1,18 @@
 """``kube play`` CLI pieces without a pod: the host DNS it passes to the mapping (the kubelet's
-``--resolv-conf``) and how a Default/ClusterFirst pod's DNS comes out of it."""
+``--resolv-conf``) and how a Default/ClusterFirst pod's DNS comes out of it; SIGTERM as
+Ctrl-C."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from podkit._cli.kube import RESOLV_CONF, host_dns, plans
+from podkit._cli.kube import RESOLV_CONF, host_dns, plans, sigterm_interrupts
 from podkit.errors import InvalidArgumentError
 from podkit.sandbox import DNSConfig
 
@@ -70,3 +74,20 @@ def test_policy_none_ignores_the_host(tmp_path: Path) -> None:
     (plan,) = plans(_args(tmp_path, "None", str(f)))
     assert plan.sandbox.dns_config is not None
     assert list(plan.sandbox.dns_config.servers) == ["192.0.2.53"]
+
+
+def test_sigterm_interrupts_once_then_lets_the_clean_up_finish() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    cleaned = False
+    with pytest.raises(KeyboardInterrupt), sigterm_interrupts():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs between bytecodes, at the latest here
+                time.sleep(0)
+            pytest.fail("SIGTERM did not interrupt")
+        finally:  # the clean-up play runs: a second SIGTERM does not cut it short
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):
+                time.sleep(0)
+            cleaned = True
+    assert cleaned and signal.getsignal(signal.SIGTERM) is before

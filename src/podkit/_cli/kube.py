@@ -10,8 +10,12 @@ files describe. Exit codes: already exists, timeout and failure are distinct (do
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from podkit.errors import InvalidArgumentError
@@ -28,7 +32,8 @@ from .output import Column, add_output_options, render, short_id
 from .pod_time import parse_duration
 from .podctx import add_common, manager
 
-__all__ = ["RESOLV_CONF", "host_dns", "plans", "print_result", "register"]
+__all__ = ["RESOLV_CONF", "host_dns", "plans", "print_result", "register",
+           "sigterm_interrupts"]
 
 RESOLV_CONF = "/etc/resolv.conf"
 """The host's DNS the pods get (the kubelet's ``--resolv-conf`` default)."""
@@ -132,6 +137,26 @@ def print_result(args: argparse.Namespace, result: PlayResult) -> None:
     sys.stdout.flush()
 
 
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Within it SIGTERM (a cancelled CI job, ``timeout``, ``kill``) stops play as Ctrl-C
+    does: KeyboardInterrupt, so what play made is removed. Later SIGTERMs are ignored until the
+    block ends, so that clean-up runs to its end (a Python no-op handler, not SIG_IGN, which
+    the programs it starts would inherit)."""
+    def later(signum: int, frame: FrameType | None) -> None:
+        pass
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, later)
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     """Map, then run; warnings on stderr; on a failure the pods left are printed first."""
     timeout = parse_duration(args.timeout, "--timeout")
@@ -146,8 +171,8 @@ def cmd_play(args: argparse.Namespace) -> int:
             "--pause-rootfs DIR (a rootfs with sleep)")
     registry = Registry(auth=AuthFile(args.authfile),
                         hosts=RegistryHosts.load(args.registry_config_dir))
-    with manager(args, args.pause_rootfs, pause_image=args.pause_image,
-                 images_needed=True) as mgr:
+    with sigterm_interrupts(), manager(args, args.pause_rootfs, pause_image=args.pause_image,
+                                       images_needed=True) as mgr:
         store = mgr.images
         assert store is not None
 
