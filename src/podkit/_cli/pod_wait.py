@@ -4,7 +4,7 @@ Conditions, for a pod (or one container with CTR):
 
 - ``running``: the sandbox is READY and every container RUNNING (the container: RUNNING);
 - ``ready``: running, and every readiness hook (:data:`READINESS`) says ready; podkit pods have
-  no probes, so for them ready is running (kube probes add a hook);
+  no probes, so for them ready is running (``kube play``'s pods: their readiness probes pass);
 - ``exited``: every container EXITED (a pod without containers: the sandbox NOTREADY);
 - ``deleted``: the pod (or the container) no longer exists.
 
@@ -15,8 +15,9 @@ for other commands); a look that finds it busy is skipped.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -38,8 +39,9 @@ __all__ = ["CONDITIONS", "READINESS", "Readiness", "Snapshot", "WaitTimeoutError
 
 CONDITIONS = ("running", "ready", "exited", "deleted")
 
-Readiness = Callable[[Sandbox, Container], bool]
-"""A readiness check of one running container (its probes): True when ready."""
+Readiness = Callable[[SandboxManager, Sandbox, Container], bool]
+"""A readiness check of one running container (its probes, run through the open manager):
+True when ready."""
 
 READINESS: list[Readiness] = []
 """Hooks asked by ``--for ready``, all of which must pass (kube probes append one)."""
@@ -69,7 +71,8 @@ class Snapshot:
         return head + (", " + ", ".join(parts) if parts else ", no containers")
 
 
-def reached(snap: Snapshot, condition: str, readiness: list[Readiness],
+def reached(snap: Snapshot, condition: str,
+            readiness: Sequence[Callable[[Sandbox, Container], bool]],
             container: bool = False) -> bool:
     """Whether ``snap`` meets ``condition`` (``container``: one container is watched and its
     absence means deleted)."""
@@ -119,10 +122,12 @@ def wait_for(open_manager: Callable[[], SandboxManager], pod_ref: str, ctr: str,
         try:
             with open_manager() as mgr:
                 last = look(mgr, pod_ref, ctr)
+                done = reached(last, condition, [functools.partial(c, mgr) for c in checks],
+                               container=bool(ctr))
         except ConflictError:  # another command holds the state dir: look again later
             pass
         else:
-            if reached(last, condition, checks, container=bool(ctr)):
+            if done:
                 return last
             if condition != "deleted" and (last.pod is None or (ctr and not last.containers)):
                 raise NotFoundError(f"{what}: not found" + (
