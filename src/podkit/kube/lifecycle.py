@@ -21,6 +21,7 @@ from podkit.container import ContainerConfig, ContainerMetadata
 from podkit.errors import InvalidArgumentError, PodkitError
 from podkit.kube.plan import POD_IP_PLACEHOLDER, ContainerPlan, PodPlan
 from podkit.kube.probes import ContainerProbes, Health, run_probe
+from podkit.kube.readiness import READINESS_ANNOTATION, probe_to_json
 from podkit.sandbox import Container, ContainerFilter, ContainerState, Sandbox, SandboxFilter
 
 __all__ = [
@@ -88,14 +89,19 @@ def log_path_for(config: ContainerConfig, attempt: int) -> str:
 
 def config_for(plan: ContainerPlan, attempt: int, pod_ip: str) -> ContainerConfig:
     """The container's CRI config for ``attempt``, with the pod IP in the placeholders of its
-    env values, command and args (``$(POD_IP)`` expanded there before the IP was known)."""
+    env values, command and args (``$(POD_IP)`` expanded there before the IP was known) and
+    its readiness probe in an annotation (``podkit.kube.readiness``)."""
     def ip(text: str) -> str:
         return text.replace(POD_IP_PLACEHOLDER, pod_ip)
 
     config = plan.config
     envs = [attrs.evolve(kv, value=ip(kv.value)) for kv in config.envs]
+    annotations = dict(config.annotations)
+    if plan.readiness is not None:  # for `pod wait --for ready` in a later process
+        annotations[READINESS_ANNOTATION] = probe_to_json(plan.readiness)
     return attrs.evolve(
-        config, envs=envs, command=tuple(ip(a) for a in config.command),
+        config, envs=envs, annotations=annotations,
+        command=tuple(ip(a) for a in config.command),
         args=tuple(ip(a) for a in config.args), log_path=log_path_for(config, attempt),
         metadata=ContainerMetadata(name=config.metadata.name, attempt=attempt))
 

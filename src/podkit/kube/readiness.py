@@ -1,0 +1,73 @@
+"""A kube container's readiness for ``podkit pod wait --for ready`` in another process.
+
+``kube play`` records each container's readiness probe in an annotation of its config
+(:data:`READINESS_ANNOTATION`, the probe as JSON); :func:`ready_now` reads it back from the
+manager's record and runs the probe once, so a later command needs nothing from the ``play``
+that made the pod. Only ``kube play --wait`` counts thresholds and restarts containers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from podkit.errors import InvalidArgumentError
+from podkit.kube.plan import ProbeSpec
+from podkit.kube.probes import run_probe
+from podkit.sandbox import Container, Sandbox
+
+__all__ = ["READINESS_ANNOTATION", "Execs", "probe_from_json", "probe_to_json", "ready_now"]
+
+READINESS_ANNOTATION = "podkit.kube/readinessProbe"
+"""The container annotation holding its readiness probe (JSON of a :class:`ProbeSpec`)."""
+
+_FIELDS = {f.name: f for f in attrs.fields(ProbeSpec)}
+
+
+class Execs(Protocol):
+    """What running an exec probe needs of the manager."""
+
+    def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> Any: ...
+
+
+def probe_to_json(spec: ProbeSpec) -> str:
+    """The probe as compact JSON (its field names), for :data:`READINESS_ANNOTATION`."""
+    return json.dumps(attrs.asdict(spec), separators=(",", ":"), sort_keys=True)
+
+
+def probe_from_json(text: str, where: str) -> ProbeSpec:
+    """The probe :func:`probe_to_json` wrote; an error naming ``where`` when it is not one."""
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or not set(data) <= set(_FIELDS):
+            raise ValueError(f"want an object with fields of {', '.join(sorted(_FIELDS))}")
+        data["command"] = tuple(str(a) for a in data.get("command", ()))
+        data["http_headers"] = tuple((str(k), str(v)) for k, v in data.get("http_headers", ()))
+        return ProbeSpec(**data)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgumentError(
+            f"{where}: annotation {READINESS_ANNOTATION} {text[:80]!r} is not a probe: {exc}"
+        ) from None
+
+
+def ready_now(mgr: Execs, sandbox: Sandbox, container: Container, *,
+              now: Callable[[], float] = time.time) -> bool:
+    """Whether a running container is ready now: it has no readiness probe, or
+    ``initialDelaySeconds`` have passed since it started and one run of the probe passes."""
+    text = container.config.annotations.get(READINESS_ANNOTATION)
+    if text is None:
+        return True
+    where = f"pod {sandbox.config.metadata.name!r} container {container.config.metadata.name!r}"
+    spec = probe_from_json(text, where)
+    if now() < container.started_at / 1e9 + spec.initial_delay_seconds:
+        return False
+
+    def exec_fn(cmd: Sequence[str], timeout: float) -> tuple[int, bytes]:
+        res = mgr.exec_sync(container.id, list(cmd), timeout)
+        return res.exit_code, res.stdout + res.stderr
+
+    return run_probe(spec, pod_ip=sandbox.ip, exec_fn=exec_fn).ok
