@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -86,6 +87,30 @@ def _driver_for(runtime: Runtime, name: str | None) -> cgroups.Driver:
             f"systemd_cgroup={driver.systemd} (or give cgroup_driver="
             f"{'systemd' if flag else 'cgroupfs'!r})")
     return driver
+
+
+def _at_once(jobs: Sequence[Callable[[], None]]) -> builtins.list[BaseException | None]:
+    """Run ``jobs`` each on a thread of its own (the last on this one); their errors, in
+    order (``None``: done)."""
+    errors: builtins.list[BaseException | None] = [None] * len(jobs)
+
+    def run(i: int) -> None:
+        try:
+            jobs[i]()
+        except BaseException as exc:  # handed to the caller
+            errors[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"pod-delete-{i}")
+               for i in range(len(jobs) - 1)]
+    for t in threads:
+        t.start()
+    try:
+        if jobs:
+            run(len(jobs) - 1)
+    finally:
+        for t in threads:
+            t.join()
+    return errors
 
 
 class SandboxManager(ContainerLifecycle):
@@ -458,11 +483,7 @@ class SandboxManager(ContainerLifecycle):
                 return
 
             def delete_processes() -> None:  # while CNI DEL runs
-                for c in self.registry.containers_of(id):
-                    self._remove_container_locked(c)
-                if "pause" in sb.steps:
-                    self.steps["pause"].undo(sb)
-                    sb.steps = tuple(s for s in sb.steps if s != "pause")
+                self._delete_pod_processes(sb)
 
             self._stop_sandbox_locked(sb, meanwhile=delete_processes, final=True)
             sb.phase = "removing"
@@ -472,6 +493,24 @@ class SandboxManager(ContainerLifecycle):
                 raise PodkitError(f"remove of sandbox {id} failed: "
                                   + "; ".join(str(e) for e in errors))
             self._forget_sandbox(sb)
+
+    def _delete_pod_processes(self, sb: Sandbox) -> None:
+        """Remove every container and delete the pause, all at once (each is a ``runc
+        delete`` of its own, and their records are separate); the first error is raised
+        once all were tried, the others as notes on it."""
+        jobs = [functools.partial(self._remove_container_locked, c)
+                for c in self.registry.containers_of(sb.id)]
+        pause = "pause" in sb.steps
+        if pause:
+            jobs.append(functools.partial(self.steps["pause"].undo, sb))
+        errors = _at_once(jobs)
+        if pause and errors[-1] is None:
+            sb.steps = tuple(s for s in sb.steps if s != "pause")
+        failed = [e for e in errors if e is not None]
+        if failed:
+            for e in failed[1:]:
+                failed[0].add_note(f"also failed: {e}")
+            raise failed[0]
 
     def sandbox_status(self, id: str) -> Sandbox:
         """The pod's record; NOTREADY once its pause has exited."""
