@@ -35,7 +35,7 @@ from .pod_time import parse_duration
 from .podctx import add_common, find_container, find_pod, manager
 
 __all__ = ["CONDITIONS", "READINESS", "Readiness", "Snapshot", "WaitTimeoutError",
-           "cmd_wait", "reached", "register", "wait_for"]
+           "cmd_wait", "kube_readiness", "reached", "register", "wait_for"]
 
 CONDITIONS = ("running", "ready", "exited", "deleted")
 
@@ -43,8 +43,17 @@ Readiness = Callable[[SandboxManager, Sandbox, Container], bool]
 """A readiness check of one running container (its probes, run through the open manager):
 True when ready."""
 
-READINESS: list[Readiness] = []
-"""Hooks asked by ``--for ready``, all of which must pass (kube probes append one)."""
+
+def kube_readiness(mgr: SandboxManager, pod: Sandbox, c: Container) -> bool:
+    """``kube play``'s pods: the container's readiness probe, run once, passes (imported on
+    first use: ``pod`` commands load only what they need)."""
+    from podkit.kube.readiness import ready_now
+
+    return ready_now(mgr, pod, c)
+
+
+READINESS: list[Readiness] = [kube_readiness]
+"""Hooks asked by ``--for ready``, all of which must pass."""
 
 _FIRST_POLL, _MAX_POLL = 0.1, 1.0
 
