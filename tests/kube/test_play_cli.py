@@ -634,3 +634,45 @@ def test_pod_ip_in_args_and_the_hosts_dns(env: KubeEnv) -> None:
     res = env.podkit("kube", "play", str(f), "--resolv-conf", str(env.base / "nope"))
     assert res.returncode == 2 and f"--resolv-conf {env.base / 'nope'}: no such file" in res.stderr
     assert env.volumes() == []
+
+
+def test_pod_wait_for_ready_runs_the_readiness_probe(env: KubeEnv) -> None:
+    """After ``kube play`` (no --wait) returned, ``pod wait --for ready`` in another process
+    runs the pod's readiness probe: not ready until the probe passes."""
+    import sys
+
+    hostdir = env.base / "host"
+    hostdir.mkdir()
+    f = env.write("ready.yaml", textwrap.dedent(f"""\
+        apiVersion: v1
+        kind: Pod
+        metadata: {{name: gate, namespace: kp}}
+        spec:
+          terminationGracePeriodSeconds: 1
+          volumes: [{{name: host, hostPath: {{path: {hostdir}, type: Directory}}}}]
+          containers:
+          - name: app
+            image: {BUSYBOX_IMAGE}
+            command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+            volumeMounts: [{{name: host, mountPath: /host}}]
+            readinessProbe: {{exec: {{command: [test, -f, /host/ready]}}}}
+        """))
+    rc, out, err = env.play(str(f))
+    assert rc == 0, err
+    assert _pod(out, "gate")["status"] == "Running"
+
+    def wait(*args: str) -> subprocess.CompletedProcess[str]:
+        exe = Path(sys.executable).parent / "podkit"
+        return subprocess.run(
+            [str(exe), "pod", "wait", "gate", *args, "--root", str(env.base / "root"),
+             "--state", str(env.base / "state"), "--runtime", env.runtime],
+            capture_output=True, text=True, timeout=600, check=False)
+
+    assert wait("--for", "running", "--timeout", "60s").returncode == 0
+    res = wait("--for", "ready", "--timeout", "2s")
+    assert res.returncode == 6, res.stderr  # the probe fails: not ready
+    assert "pod 'gate': not ready after 2s; it is: pod READY, app RUNNING" in res.stderr
+    (hostdir / "ready").touch()
+    res = wait("app", "--for", "ready", "--timeout", "60s")
+    assert res.returncode == 0, res.stderr
+    assert _down(env, f)[0].startswith("pod kp/gate: removed sandbox")

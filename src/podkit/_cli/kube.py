@@ -24,14 +24,12 @@ from podkit.image.hosts import DEFAULT_DIR as DEFAULT_HOSTS_DIR
 from podkit.kube import PodPlan, parse_resolv_conf
 from podkit.kube.manifests import load_manifests
 from podkit.kube.planner import plan_pods
-from podkit.kube.readiness import ready_now
 from podkit.kube.runner import PlayError, PlayResult, down, play
 from podkit.sandbox import DNSConfig
 
 from .dirs import podkit_root
 from .output import Column, add_output_options, render, short_id
 from .pod_time import parse_duration
-from .pod_wait import READINESS
 from .podctx import add_common, manager
 
 __all__ = ["RESOLV_CONF", "host_dns", "plans", "print_result", "register",
@@ -39,9 +37,6 @@ __all__ = ["RESOLV_CONF", "host_dns", "plans", "print_result", "register",
 
 RESOLV_CONF = "/etc/resolv.conf"
 """The host's DNS the pods get (the kubelet's ``--resolv-conf`` default)."""
-
-if ready_now not in READINESS:  # `pod wait --for ready`: a kube pod's readiness probes pass
-    READINESS.append(ready_now)
 
 COLUMNS = (Column("pod", "POD"), Column("pod_id", "POD ID", short_id), Column("ip", "IP"),
            Column("ports", "HOST PORTS"), Column("container", "CONTAINER"),
