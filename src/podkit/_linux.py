@@ -1,8 +1,9 @@
 """The Linux calls the standard library lacks, on one ctypes handle of libc.
 
 ``mount``, ``umount2``, ``unshare``, ``setns``, ``sethostname``, ``prctl`` (child subreaper),
-``statfs`` (file system type) and ``sync_file_range``. Each raises ``OSError`` with the errno and
-the path it was about; callers turn that into their own error kinds.
+``statfs`` (file system type), ``sync_file_range`` and glibc's ``mallopt`` (the arena cap).
+Each raises ``OSError`` with the errno and the path it was about; callers turn that into their
+own error kinds.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
 CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 SYNC_FILE_RANGE_WRITE = 2
+M_ARENA_MAX = -8  # glibc's malloc.h
 
 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
@@ -91,3 +93,16 @@ def fs_type(path: str | os.PathLike[str]) -> int:
 def start_writeback(fd: int, offset: int, length: int) -> None:
     """Ask the kernel to start writing a range back (``sync_file_range``; async, best effort)."""
     libc.sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)
+
+
+def set_malloc_arena_max(count: int) -> bool:
+    """Cap glibc's malloc arenas at ``count`` (``mallopt(M_ARENA_MAX)``): threads that
+    allocate share them instead of keeping one each with its freed memory. False when the C
+    library has no ``mallopt`` or refuses (not glibc)."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"malloc arena cap {count!r}: want a whole number >= 1")
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(M_ARENA_MAX, count))

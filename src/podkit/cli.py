@@ -20,6 +20,12 @@ __all__ = ["build_parser", "main", "split_dashdash"]
 
 # Modules under podkit._cli that define ``register(subparsers)``; each adds its own group.
 _GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri", "kube")
+# The command words each module registers: ``podkit WORD ...`` imports that module alone
+# (``podkit cri serve`` needs none of the others' imports). tests/test_cli_startup.py checks it.
+_WORDS: dict[str, str] = {"image": "image", "cdi": "cdi", "run": "runtime", "ps": "runtime",
+                          "rm": "runtime", "cni": "cni", "pod": "pod", "cri": "cri",
+                          "kube": "kube"}
+_VALUED = ("--root", "--state")  # global options whose value is the next word
 
 
 class _Parser(argparse.ArgumentParser):
@@ -84,12 +90,38 @@ def _fill_own_root(args: argparse.Namespace) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every layer's sub-commands registered."""
+    return _parser(_GROUPS)
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The first word of ``argv`` that is neither an option nor a global option's value
+    (``None`` after ``-h``: the help of ``podkit`` itself lists every command)."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word in ("-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word
+        i += 2 if word in _VALUED else 1
+    return None
+
+
+def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The group module the command in ``argv`` needs; every one when there is no known
+    command word (``podkit --help``, a typo: the full parser lists or rejects it)."""
+    module = _WORDS.get(_command_word(argv) or "")
+    return (module,) if module is not None else _GROUPS
+
+
+def _parser(modules: Sequence[str]) -> argparse.ArgumentParser:
+    """The argument parser with the groups of ``modules`` registered."""
     parser = _Parser(prog="podkit", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_global_options(parser, top=True)
     sub = parser.add_subparsers(dest="group", metavar="COMMAND")
     sub.required = True
-    for name in _GROUPS:
+    for name in modules:
         importlib.import_module(f"podkit._cli.{name}").register(sub)
     for leaf in _leaves(parser):
         _add_global_options(leaf, top=False)
@@ -127,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     before, after = split_dashdash(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(before)
+        args = _parser(_modules_for(before)).parse_args(before)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0) if isinstance(e.code, int) else ExitCode.USAGE
     args.command_after_dashdash = after
