@@ -143,6 +143,8 @@ class PidWatches:
         self.limit = limit
         self._lock = threading.Lock()
         self._fds: dict[str, tuple[int, int]] = {}  # key -> (pid, pidfd)
+        self._keys: dict[int, str] = {}  # pidfd -> key
+        self._epoll: select.epoll | None = None  # every pidfd, for exited_keys()
 
     def watch(self, key: str, pid: int) -> bool:
         """Watch ``pid`` under ``key`` (replacing a watch of another pid there); ``False``
@@ -156,10 +158,22 @@ class PidWatches:
             return False
         with self._lock:
             old = self._fds.get(key)
+            if old is not None:  # a concurrent watch of the same key
+                self._drop(old[1])
             self._fds[key] = (pid, fd)
-        if old is not None:  # a concurrent watch of the same key
-            os.close(old[1])
+            self._keys[fd] = key
+            if self._epoll is None:
+                self._epoll = select.epoll()
+            self._epoll.register(fd, select.EPOLLIN)
         return True
+
+    def _drop(self, fd: int) -> None:
+        """Close ``fd`` and forget it (the lock is held)."""
+        self._keys.pop(fd, None)
+        if self._epoll is not None:
+            with contextlib.suppress(OSError):
+                self._epoll.unregister(fd)
+        os.close(fd)
 
     def exited(self, key: str, pid: int) -> bool | None:
         """``True`` once the process watched under ``key`` has exited, ``False`` while it
@@ -172,26 +186,42 @@ class PidWatches:
             poller.register(found[1], select.POLLIN)
             return bool(poller.poll(0))
 
+    def watching(self, key: str, pid: int) -> bool:
+        """Whether ``key`` watches ``pid``."""
+        with self._lock:
+            found = self._fds.get(key)
+        return found is not None and found[0] == pid
+
+    def exited_keys(self) -> set[str]:
+        """The keys whose process has exited, from one ``epoll_wait`` over every pidfd."""
+        with self._lock:
+            if self._epoll is None or not self._fds:
+                return set()
+            ready = self._epoll.poll(0, len(self._fds))
+            return {self._keys[fd] for fd, _ in ready if fd in self._keys}
+
     def forget(self, key: str) -> None:
         """Stop watching under ``key`` and close its pidfd (nothing to do when none)."""
         with self._lock:
             found = self._fds.pop(key, None)
-        if found is not None:
-            os.close(found[1])
+            if found is not None:
+                self._drop(found[1])
 
     def retain(self, keys: Collection[str]) -> None:
         """Forget every watch whose key is not in ``keys`` (what its owner no longer knows)."""
         with self._lock:
-            gone = [k for k in self._fds if k not in keys]
-        for k in gone:
-            self.forget(k)
+            for k in [k for k in self._fds if k not in keys]:
+                self._drop(self._fds.pop(k)[1])
 
     def close(self) -> None:
-        """Close every pidfd."""
+        """Close every pidfd (and the epoll over them)."""
         with self._lock:
-            fds, self._fds = list(self._fds.values()), {}
-        for _, fd in fds:
-            os.close(fd)
+            fds, self._fds, self._keys = list(self._fds.values()), {}, {}
+            epoll, self._epoll = self._epoll, None
+            if epoll is not None:
+                epoll.close()
+            for _, fd in fds:
+                os.close(fd)
 
     def __del__(self) -> None:  # an owner dropped without close(): no fd outlives it
         with contextlib.suppress(Exception):

@@ -367,12 +367,16 @@ class ContainerLifecycle:
         """Containers matching ``filter`` (all by default), oldest first."""
         f = filter or ContainerFilter()
         items = self.registry.containers()
+        exits = self.registry.exits
+        exited = exits.exited_keys()  # one epoll_wait for every running container
         out = []
         for c in items:
             if c.phase != "created":
                 continue
             with self.registry.sandbox_lock(c.sandbox_id):
-                self._refresh(c)
+                if c.state == ContainerState.CONTAINER_RUNNING and (
+                        c.id in exited or not exits.watching(c.id, c.pid)):
+                    self._refresh(c)
                 c = attrs.evolve(c)
             if (c.id.startswith(f.id) and (f.state is None or c.state == f.state)
                     and c.sandbox_id.startswith(f.pod_sandbox_id)

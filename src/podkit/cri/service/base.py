@@ -18,7 +18,14 @@ from podkit.cri import api_pb2 as pb
 from podkit.cri.service.errors import UnimplementedError
 from podkit.cri.service.events import EventBus
 from podkit.cri.service.pods import PodAPI
-from podkit.cri.service.replies import ContainerImage, container_status_reply, user_reply
+from podkit.cri.service.replies import (
+    ContainerImage,
+    container_status_reply,
+    container_to_cri,
+    sandbox_to_cri,
+    user_reply,
+)
+from podkit.cri.service.reply_cache import ReplyCache
 from podkit.errors import NotFoundError
 from podkit.sandbox import Container, Sandbox, SandboxFilter, SandboxState
 
@@ -68,6 +75,8 @@ class ServiceBase:
         self._users: dict[str, pb.ContainerUser | None] = {}
         self._cpu_samples: dict[str, tuple[int, int]] = {}
         self._pauses = procfs.PidWatches()  # the pause process of each READY pod, by pod ID
+        self._listed_containers: ReplyCache[pb.Container] = ReplyCache()
+        self._listed_pods: ReplyCache[pb.PodSandbox] = ReplyCache()
 
     # -- containers as the CRI sees them ----------------------------------------------------
 
@@ -84,6 +93,19 @@ class ServiceBase:
             image_id=c.image_id, rootfs_id=c.rootfs_key,
             rootfs=os.path.join(self.store.root, "containers", c.rootfs_key, "rootfs")
             if c.rootfs_key else "")
+
+    def _container_item(self, c: Container) -> pb.Container:
+        """``c`` as a ``ListContainers`` item (built again only when its state, config or
+        image changed)."""
+        key = (c.state, c.created_at, c.image_ref, c.image_id, c.image_digest, c.rootfs_key,
+               c.meta.get("user_specified_image", ""))
+        return self._listed_containers.get(
+            c.id, key, c.config, lambda: container_to_cri(c, self._image_info(c)))
+
+    def _sandbox_item(self, sb: Sandbox) -> pb.PodSandbox:
+        """``sb`` as a ``ListPodSandbox`` item (built again only when its state changed)."""
+        return self._listed_pods.get(sb.id, (sb.state, sb.created_at), sb.config,
+                                     lambda: sandbox_to_cri(sb))
 
     def _image_of(self, id: str) -> ContainerImage:
         try:
@@ -111,6 +133,7 @@ class ServiceBase:
         with self._lock:
             self._users.pop(id, None)
             self._cpu_samples.pop(id, None)
+        self._listed_containers.forget(id)
 
     def _streaming(self) -> StreamingURLs:
         if self.streaming is None:
@@ -124,14 +147,19 @@ class ServiceBase:
         found = [sb for sb in self.manager.list_sandboxes(SandboxFilter(id=id)) if sb.id == id]
         return self._fresh(found[0]) if found else None
 
-    def _fresh(self, sb: Sandbox) -> Sandbox | None:
+    def _fresh(self, sb: Sandbox, exited: set[str] | None = None) -> Sandbox | None:
         """``sb`` with its state checked: a READY pod's pause is watched by a pidfd (one poll
         while it runs; ``/proc/<pid>`` read once, when the watch starts); the manager's
-        runtime check (a runc exec) only when the pause seems gone."""
+        runtime check (a runc exec) only when the pause seems gone. ``exited``: the pods
+        whose pause :meth:`~podkit.procfs.PidWatches.exited_keys` just saw exit (a List
+        polls them all at once)."""
         if sb.state != SandboxState.SANDBOX_READY:
             self._pauses.forget(sb.id)
             return sb
-        seen = self._pauses.exited(sb.id, sb.pid)
+        if exited is None:
+            seen = self._pauses.exited(sb.id, sb.pid)
+        else:
+            seen = (sb.id in exited) if self._pauses.watching(sb.id, sb.pid) else None
         if seen is False:
             return sb
         if seen is None:

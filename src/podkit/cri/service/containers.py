@@ -14,7 +14,6 @@ from podkit.cri.convert import (
     linux_resources_from_cri,
 )
 from podkit.cri.service.exits import ContainerEvents
-from podkit.cri.service.replies import container_to_cri
 from podkit.cri.service.requests import command, required, with_field_prefix
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, quote
 from podkit.sandbox import ContainerFilter, ContainerState
@@ -99,9 +98,11 @@ class ContainerRPCs(ContainerEvents):
         """Containers matching the filter (id prefix, state, pod, labels)."""
         f = (container_filter_from_cri(request.filter) if request.HasField("filter")
              else ContainerFilter())
+        items = self.manager.list_containers(f)
         out = pb.ListContainersResponse()
-        out.containers.extend(container_to_cri(c, self._image_info(c))
-                              for c in self.manager.list_containers(f))
+        out.containers.extend(self._container_item(c) for c in items)
+        if not request.HasField("filter"):
+            self._listed_containers.retain({c.id for c in items})
         return out
 
     def ContainerStatus(self, request: pb.ContainerStatusRequest) -> pb.ContainerStatusResponse:

@@ -83,7 +83,9 @@ class ContainerEvents(ServiceBase):
         Only for those whose STARTED event went out (so STOPPED never comes first); with
         ``publish=False`` it just records what is running and what already stopped.
         """
-        for c in self.manager.list_containers():
+        containers = self.manager.list_containers()
+        self._listed_containers.retain({c.id for c in containers})  # removed past the service
+        for c in containers:
             exited = c.state == ContainerState.CONTAINER_EXITED
             if not publish:
                 self._seen(c.id, c.state == ContainerState.CONTAINER_RUNNING, exited)
@@ -92,8 +94,10 @@ class ContainerEvents(ServiceBase):
                               self._status(c) if self.events.subscribers else None)
         pods = self.manager.list_sandboxes()
         self._pauses.retain({sb.id for sb in pods})  # pods removed past the service
+        self._listed_pods.retain({sb.id for sb in pods})
+        pauses_gone = self._pauses.exited_keys()
         for sb in pods:
-            fresh = self._fresh(sb)
+            fresh = self._fresh(sb, pauses_gone)
             if fresh is None:
                 continue
             down = fresh.state == SandboxState.SANDBOX_NOTREADY

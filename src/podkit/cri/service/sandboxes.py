@@ -14,7 +14,7 @@ from podkit.cri.convert import (
     sandbox_config_from_cri,
 )
 from podkit.cri.service.exits import ContainerEvents
-from podkit.cri.service.replies import sandbox_status_to_cri, sandbox_to_cri
+from podkit.cri.service.replies import sandbox_status_to_cri
 from podkit.cri.service.requests import now, required, with_field_prefix
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, quote
 from podkit.sandbox import ContainerFilter, ContainerState, SandboxFilter, SandboxState
@@ -62,6 +62,7 @@ class SandboxRPCs(ContainerEvents):
                       if c.sandbox_id == id]
         self.manager.remove_sandbox(id)
         self._pauses.forget(id)
+        self._listed_pods.forget(id)
         for c in containers:
             self._forget(c.id)
             self._publish(c.id, pb.CONTAINER_DELETED_EVENT, id)
@@ -106,10 +107,14 @@ class SandboxRPCs(ContainerEvents):
         f = (pod_sandbox_filter_from_cri(request.filter) if request.HasField("filter")
              else SandboxFilter())
         out = pb.ListPodSandboxResponse()
-        for sb in self.manager.list_sandboxes(attrs.evolve(f, state=None)):
-            fresh = self._fresh(sb)
+        pods = self.manager.list_sandboxes(attrs.evolve(f, state=None))
+        exited = self._pauses.exited_keys()  # one epoll_wait for every pause
+        for sb in pods:
+            fresh = self._fresh(sb, exited)
             if fresh is not None and (f.state is None or fresh.state == f.state):
-                out.items.append(sandbox_to_cri(fresh))
+                out.items.append(self._sandbox_item(fresh))
+        if not request.HasField("filter"):
+            self._listed_pods.retain({sb.id for sb in pods})
         return out
 
     def PortForward(self, request: pb.PortForwardRequest) -> pb.PortForwardResponse:
