@@ -384,8 +384,9 @@ class SandboxManager(ContainerLifecycle):
         CNI DEL runs on a helper thread while the processes are killed (every one gets
         SIGKILL: nothing in the pod needs its network any more) and, if nothing failed,
         while ``meanwhile`` runs (``remove_sandbox`` deletes the containers and the pause
-        there); the netns goes after CNI DEL. ``final``: see :meth:`_undo_network`; without
-        it a DEL that cannot run stays recorded (a warning, not an error) for the removal.
+        there); the netns goes after CNI DEL. ``final``: see :meth:`_undo_network`, and no record
+        write (the removal recorded itself first); without it a DEL that cannot run stays
+        recorded (a warning, not an error) for the removal.
         """
         errors: builtins.list[BaseException] = []
         net_failure: builtins.list[BaseException] = []
@@ -413,7 +414,8 @@ class SandboxManager(ContainerLifecycle):
                 net.join()
         errors += self._undo_pod_namespaces(sb, net_failure)
         sb.state = SandboxState.SANDBOX_NOTREADY
-        self.records.save(sb)
+        if not final:  # a removal recorded itself first (see remove_sandbox)
+            self.records.save(sb)
         if errors:
             raise PodkitError(f"stop of sandbox {sb.id} failed: "
                               + "; ".join(str(e) for e in errors))
@@ -485,9 +487,13 @@ class SandboxManager(ContainerLifecycle):
             def delete_processes() -> None:  # while CNI DEL runs
                 self._delete_pod_processes(sb)
 
+            # recorded once, first: from here recover() undoes every step the record lists
+            # (undoing one already undone is harmless) and rolls back the pod's containers,
+            # so neither the stop nor a container removal below needs a write of its own
+            if sb.phase != "removing":
+                sb.phase = "removing"
+                self.records.save(sb)
             self._stop_sandbox_locked(sb, meanwhile=delete_processes, final=True)
-            sb.phase = "removing"
-            self.records.save(sb)
             errors = self._undo_sandbox(sb)
             if errors:
                 raise PodkitError(f"remove of sandbox {id} failed: "
@@ -498,7 +504,7 @@ class SandboxManager(ContainerLifecycle):
         """Remove every container and delete the pause, all at once (each is a ``runc
         delete`` of its own, and their records are separate); the first error is raised
         once all were tried, the others as notes on it."""
-        jobs = [functools.partial(self._remove_container_locked, c)
+        jobs = [functools.partial(self._delete_container, c)
                 for c in self.registry.containers_of(sb.id)]
         pause = "pause" in sb.steps
         if pause:
@@ -511,6 +517,14 @@ class SandboxManager(ContainerLifecycle):
             for e in failed[1:]:
                 failed[0].add_note(f"also failed: {e}")
             raise failed[0]
+
+    def _delete_container(self, c: Container) -> None:
+        """Delete a stopped container of a pod being removed, then its rootfs, dir and
+        record (no ``removing`` write: recover() rolls back the containers of such a pod)."""
+        if "runtime" in c.steps:
+            processes.delete(self.supervisor, self.runtime, c.id)
+            remove_cgroup_leftovers(c.id, c.cgroups_path)
+        self._forget_container(c)
 
     def sandbox_status(self, id: str) -> Sandbox:
         """The pod's record; NOTREADY once its pause has exited."""
