@@ -207,3 +207,28 @@ def test_the_real_server_caps_arenas(busybox_rootfs: Path, tmp_path: Path,
         assert "at most" not in text
     else:
         assert "malloc arenas: at most 2" in text
+
+
+# -- what the CRI server imports ----------------------------------------------------------------
+
+_STREAMING = """
+import sys
+import podkit.cri.server
+print("podkit.cri.streaming" in sys.modules)
+from podkit.cri import StreamingServer, TokenCache
+from podkit.cri.streaming import server
+print(StreamingServer is server.StreamingServer, "podkit.cri.streaming" in sys.modules)
+"""
+
+
+def test_the_streaming_server_is_imported_on_first_use() -> None:
+    out = subprocess.run([sys.executable, "-c", _STREAMING], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["False", "True", "True"]
+
+
+def test_an_unknown_cri_name_is_an_attribute_error() -> None:
+    import podkit.cri
+
+    with pytest.raises(AttributeError, match=r"module 'podkit\.cri' has no attribute 'Nope'"):
+        podkit.cri.Nope  # noqa: B018

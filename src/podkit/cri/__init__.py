@@ -4,7 +4,8 @@
 (wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
 ``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
 statuses. ``podkit.cri.service`` is the reference CRI server (``podkit.cri.server`` keeps its
-old names) and ``podkit.cri.streaming`` the exec/attach/port-forward server. Importing this
+old names) and ``podkit.cri.streaming`` the exec/attach/port-forward server, imported on the
+first use of one of its names here (a server with streaming off never loads it). Importing this
 package never imports grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc``
 extra.
 
@@ -13,6 +14,8 @@ extra.
 >>> sandbox_config_from_cri(msg).metadata.name
 'web'
 """
+
+from typing import TYPE_CHECKING, Any
 
 from podkit.cri import api_pb2
 from podkit.cri.convert import (
@@ -36,13 +39,29 @@ from podkit.cri.convert import (
     sandbox_config_to_cri,
     signal_number,
 )
-from podkit.cri.streaming import (
-    ContainerTarget,
-    RuncStreamingRuntime,
-    StreamingRuntime,
-    StreamingServer,
-    TokenCache,
-)
+
+if TYPE_CHECKING:
+    from podkit.cri.streaming import (
+        ContainerTarget,
+        RuncStreamingRuntime,
+        StreamingRuntime,
+        StreamingServer,
+        TokenCache,
+    )
+
+_STREAMING = frozenset(("ContainerTarget", "RuncStreamingRuntime", "StreamingRuntime",
+                        "StreamingServer", "TokenCache"))
+
+
+def __getattr__(name: str) -> Any:
+    """The streaming names, imported on first use (PEP 562)."""
+    if name in _STREAMING:
+        from podkit.cri import streaming
+
+        value = getattr(streaming, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ContainerTarget",
