@@ -2,7 +2,8 @@
 
 Conditions, for a pod (or one container with CTR):
 
-- ``running``: the sandbox is READY and every container RUNNING (the container: RUNNING);
+- ``running``: the sandbox is READY and every container RUNNING (the container: RUNNING), a
+  ``kube play`` pod's init containers that completed aside;
 - ``ready``: running, and every readiness hook (:data:`READINESS`) says ready; podkit pods have
   no probes, so for them ready is running (``kube play``'s pods: their readiness probes pass);
 - ``exited``: every container EXITED (a pod without containers: the sandbox NOTREADY);
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from podkit.errors import ConflictError, NotFoundError, PodkitError
+from podkit.kube.readiness import completed_init, ready_now
 from podkit.sandbox import (
     Container,
     ContainerFilter,
@@ -45,10 +47,7 @@ True when ready."""
 
 
 def kube_readiness(mgr: SandboxManager, pod: Sandbox, c: Container) -> bool:
-    """``kube play``'s pods: the container's readiness probe, run once, passes (imported on
-    first use: ``pod`` commands load only what they need)."""
-    from podkit.kube.readiness import ready_now
-
+    """``kube play``'s pods: the container's readiness probe, run once, passes."""
     return ready_now(mgr, pod, c)
 
 
@@ -94,6 +93,8 @@ def reached(snap: Snapshot, condition: str,
         if not cs:
             return pod.state == SandboxState.SANDBOX_NOTREADY
         return all(c.state == ContainerState.CONTAINER_EXITED for c in cs)
+    if not container:  # a kube pod's completed init containers do not run, by design
+        cs = tuple(c for c in cs if not completed_init(c))
     running = (pod.state == SandboxState.SANDBOX_READY
                and all(c.state == ContainerState.CONTAINER_RUNNING for c in cs))
     if condition == "running" or not running:
