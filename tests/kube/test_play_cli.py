@@ -650,6 +650,8 @@ def test_pod_wait_for_ready_runs_the_readiness_probe(env: KubeEnv) -> None:
         spec:
           terminationGracePeriodSeconds: 1
           volumes: [{{name: host, hostPath: {{path: {hostdir}, type: Directory}}}}]
+          initContainers:  # exited 0 once done: the pod is running and ready without it
+          - {{name: setup, image: {BUSYBOX_IMAGE}, command: ["true"]}}
           containers:
           - name: app
             image: {BUSYBOX_IMAGE}
@@ -671,7 +673,8 @@ def test_pod_wait_for_ready_runs_the_readiness_probe(env: KubeEnv) -> None:
     assert wait("--for", "running", "--timeout", "60s").returncode == 0
     res = wait("--for", "ready", "--timeout", "2s")
     assert res.returncode == 6, res.stderr  # the probe fails: not ready
-    assert "pod 'gate': not ready after 2s; it is: pod READY, app RUNNING" in res.stderr
+    assert "pod 'gate': not ready after 2s; it is: pod READY, setup EXITED (exit 0), app " \
+        "RUNNING" in res.stderr
     (hostdir / "ready").touch()
     res = wait("app", "--for", "ready", "--timeout", "60s")
     assert res.returncode == 0, res.stderr

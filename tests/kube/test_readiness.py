@@ -12,7 +12,10 @@ from podkit.errors import InvalidArgumentError
 from podkit.kube import ProbeSpec
 from podkit.kube.lifecycle import config_for
 from podkit.kube.readiness import (
+    INIT_ANNOTATION,
     READINESS_ANNOTATION,
+    as_init,
+    completed_init,
     probe_from_json,
     probe_to_json,
     ready_now,
@@ -106,3 +109,36 @@ def test_pod_wait_asks_the_kube_check() -> None:
     assert wait_for(Open, "web", "", "running", 1).pod is not None  # type: ignore[arg-type]
     code[0] = 0
     assert wait_for(Open, "web", "", "ready", 1).pod is not None  # type: ignore[arg-type]
+
+
+def test_init_containers_are_marked_and_a_completed_one_does_not_count() -> None:
+    from podkit._cli.pod_wait import Snapshot, reached
+
+    m = FakePodManager(networks=["fake"])
+    plan = pod("web", init=[ctr("setup")], apps=[ctr("app")])
+    init_plan = as_init(plan.init_containers[0])
+    assert init_plan.config.annotations[INIT_ANNOTATION] == "true"
+    assert INIT_ANNOTATION not in plan.init_containers[0].config.annotations  # a copy
+
+    sb = m.run_sandbox(plan.sandbox)
+    ids = {}
+    for name, cfg in (("setup", init_plan.config), ("app", plan.containers[0].config)):
+        ids[name] = m.create_container(sb.id, cfg)
+        m.start_container(ids[name])
+    [sb] = m.list_sandboxes()
+
+    def snap() -> Snapshot:
+        return Snapshot(sb, tuple(m.list_containers()))
+
+    m.exit(ids["setup"], 0)
+    setup = m.container_status(ids["setup"])
+    assert completed_init(setup) and not completed_init(m.container_status(ids["app"]))
+    assert reached(snap(), "running", []) and reached(snap(), "ready", [])
+    # watched by name, the init container is what it is: exited, not running
+    assert not reached(Snapshot(sb, (setup,)), "running", [], container=True)
+    # a failed init container is not set aside; nor is an exited app container
+    bad = m.create_container(sb.id, attrs.evolve(init_plan.config, metadata=attrs.evolve(
+        init_plan.config.metadata, name="bad")))
+    m.start_container(bad)
+    m.exit(bad, 1)
+    assert not completed_init(m.container_status(bad)) and not reached(snap(), "running", [])

@@ -3,7 +3,9 @@
 ``kube play`` records each container's readiness probe in an annotation of its config
 (:data:`READINESS_ANNOTATION`, the probe as JSON); :func:`ready_now` reads it back from the
 manager's record and runs the probe once, so a later command needs nothing from the ``play``
-that made the pod. Only ``kube play --wait`` counts thresholds and restarts containers.
+that made the pod. Only ``kube play --wait`` counts thresholds and restarts containers. Init
+containers are marked (:data:`INIT_ANNOTATION`): once completed they do not keep a pod from
+being running or ready.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ from typing import Any, Protocol
 import attrs
 
 from podkit.errors import InvalidArgumentError
-from podkit.kube.plan import ProbeSpec
+from podkit.kube.plan import ContainerPlan, ProbeSpec
 from podkit.kube.probes import run_probe
-from podkit.sandbox import Container, Sandbox
+from podkit.sandbox import Container, ContainerState, Sandbox
 
-__all__ = ["READINESS_ANNOTATION", "Execs", "probe_from_json", "probe_to_json", "ready_now"]
+__all__ = ["INIT_ANNOTATION", "READINESS_ANNOTATION", "Execs", "as_init", "completed_init",
+           "probe_from_json", "probe_to_json", "ready_now"]
 
 READINESS_ANNOTATION = "podkit.kube/readinessProbe"
 """The container annotation holding its readiness probe (JSON of a :class:`ProbeSpec`)."""
+
+INIT_ANNOTATION = "podkit.kube/initContainer"
+"""``"true"`` on an init container's config: a pod is running and ready without it."""
 
 _FIELDS = {f.name: f for f in attrs.fields(ProbeSpec)}
 
@@ -32,6 +38,19 @@ class Execs(Protocol):
     """What running an exec probe needs of the manager."""
 
     def exec_sync(self, id: str, cmd: Sequence[str], timeout: float | None = None) -> Any: ...
+
+
+def as_init(plan: ContainerPlan) -> ContainerPlan:
+    """An init container's plan, marked so that later commands know it ends by design."""
+    annotations = {**plan.config.annotations, INIT_ANNOTATION: "true"}
+    return attrs.evolve(plan, config=attrs.evolve(plan.config, annotations=annotations))
+
+
+def completed_init(c: Container) -> bool:
+    """An init container that ran to completion (exit 0): the kubelet's Ready condition counts
+    only app containers, so a pod is running and ready with it exited."""
+    return (c.config.annotations.get(INIT_ANNOTATION) == "true"
+            and c.state == ContainerState.CONTAINER_EXITED and c.exit_code == 0)
 
 
 def probe_to_json(spec: ProbeSpec) -> str:

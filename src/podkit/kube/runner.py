@@ -21,6 +21,7 @@ from podkit.kube import hostside, lifecycle
 from podkit.kube.lifecycle import Clock, ContainerRun, Pods
 from podkit.kube.plan import ContainerPlan, PodPlan
 from podkit.kube.probes import Health
+from podkit.kube.readiness import as_init
 from podkit.sandbox import ContainerState, Sandbox, SandboxFilter
 
 __all__ = [
@@ -211,7 +212,7 @@ def _start_pod(mgr: Pods, pod: _Pod, *, wait: bool, deadline: float, clock: Cloc
         pod.status = "Pending"
         grace = float(plan.termination_grace_period_seconds)
         for ic in plan.init_containers:
-            run = ContainerRun(plan=ic)
+            run = ContainerRun(plan=as_init(ic))
             pod.init.append(run)
             _run_init(mgr, pod, run, wait=wait, deadline=deadline, clock=clock, grace=grace)
         for ac in plan.containers:
