@@ -391,22 +391,38 @@ def _mounts_under(root: Path) -> list[str]:
     return [p for p in points if p == str(root) or p.startswith(f"{root}/")]
 
 
+def _mount_id(path: Path) -> str:
+    """The mount ID of the mount at ``path`` ("" when nothing is mounted there)."""
+    return next((line.split()[0] for line in
+                 Path("/proc/self/mountinfo").read_text().splitlines()
+                 if line.split()[4] == str(path)), "")
+
+
 @pytest.mark.integration
-def test_pause_rootfs_unmounted_with_the_last_pod(mgr: SandboxManager, store: ImageStore) -> None:
-    """Mounted while a pod uses it, unmounted when the last one goes, mounted again for the
-    next pod; nothing stays mounted under the store once every pod is removed."""
+def test_pause_rootfs_kept_for_the_next_pod_until_remove_all(
+    mgr: SandboxManager, store: ImageStore
+) -> None:
+    """Mounted while pods use it and still after the last one goes: the next pod starts on
+    the same mount (not made again); remove_all() leaves nothing mounted under the store,
+    and the pod after that mounts it again."""
     assert mgr.pause is not None
     pause = Path(mgr.pause.rootfs)
     a = mgr.run_sandbox(pod_config())
     b = mgr.run_sandbox(pod_config())
-    assert _mounted(pause)
+    first = _mount_id(pause)
+    assert first
     mgr.remove_sandbox(a.id)
-    assert _mounted(pause)  # b still uses it
     mgr.remove_sandbox(b.id)
+    assert _mount_id(pause) == first  # kept for the next pod
+    c = mgr.run_sandbox(pod_config())
+    assert _mount_id(pause) == first and mgr.sandbox_status(c.id).pid > 0
+    mgr.remove_all()
     assert _mounts_under(store.root) == []
-    c = mgr.run_sandbox(pod_config())  # made again for the next pod
-    assert _mounted(pause) and mgr.sandbox_status(c.id).pid > 0
-    mgr.remove_sandbox(c.id)
+    d = mgr.run_sandbox(pod_config())  # made again for the next pod
+    assert _mounted(pause) and mgr.sandbox_status(d.id).pid > 0
+    mgr.remove_sandbox(d.id)
+    assert _mounted(pause)
+    mgr.close()
     assert _mounts_under(store.root) == []
 
 
@@ -481,9 +497,9 @@ class _Serve:
 @pytest.mark.integration
 def test_cri_serve_leaves_nothing_mounted(bridge: None, layouts: dict[str, Path],
                                           tmp_path: Path) -> None:
-    """``podkit cri serve``: removing the last pod unmounts the pause rootfs; a server stopped
-    with a pod running leaves it to that pod, and the next server unmounts it when the pod is
-    removed. Then the root can be deleted (no EBUSY)."""
+    """``podkit cri serve``: the pause rootfs stays mounted after the last pod goes (for the
+    next pod); a server stopped with a pod running leaves it to that pod, and the next server,
+    stopped once the pod is removed, unmounts it. Then the root can be deleted (no EBUSY)."""
     import shutil
 
     from podkit.image import import_image
@@ -503,15 +519,16 @@ def test_cri_serve_leaves_nothing_mounted(bridge: None, layouts: dict[str, Path]
         pod = s.run_pod()
         assert [m for m in _mounts_under(root) if "/cri-pause-" in m]  # the pause rootfs
         s.remove_pod(pod)
-        assert _mounts_under(root) == []
+        assert [m for m in _mounts_under(root) if "/cri-pause-" in m]  # kept for the next pod
         pod = s.run_pod()
         s.stop()
         assert [m for m in _mounts_under(root) if "/cri-pause-" in m]  # the pod runs on it
         s = _Serve(root, tmp_path / "net" / "net.d", sock)
         servers.append(s)
         s.remove_pod(pod)
-        assert _mounts_under(root) == []
+        assert [m for m in _mounts_under(root) if "/cri-pause-" in m]
         s.stop()
+        assert _mounts_under(root) == []
     finally:
         for s in servers:
             if s.proc.poll() is None:

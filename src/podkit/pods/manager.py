@@ -126,8 +126,9 @@ class SandboxManager(ContainerLifecycle):
     ``images`` is the image store that ``ContainerConfig.image`` references (and a pause given
     as ``PauseConfig(image=...)``) are resolved in; each such container gets its own rootfs
     there (``rootfs_mode``: ``auto``, ``overlay`` or ``copy``), removed with the container.
-    The pause's shared rootfs there is unmounted once no pod uses it (last pod removed,
-    :meth:`close`, :meth:`recover`) and mounted again for the next pod.
+    The pause's shared rootfs there stays mounted after the last pod goes (the next pod
+    starts without making it again) until :meth:`close`, :meth:`remove_all` or
+    :meth:`recover` finds no pod using it.
     ``cgroup_driver`` (``cgroupfs`` or ``systemd``, see ``podkit.cgroups.driver``) says who
     makes the cgroups: a :class:`~podkit.runtime.Runc` must run with the matching
     ``systemd_cgroup`` (a mismatch is refused); ``None`` takes the runtime's (its
@@ -341,10 +342,6 @@ class SandboxManager(ContainerLifecycle):
         self.registry.drop_sandbox(sb.id)
         self._pause.forget(sb.id)
         self.registry.release(sb.name, sb.id)
-        try:
-            self._unmount_unused_pause_rootfs()
-        except (PodkitError, OSError) as exc:  # the pod is gone; the mount waits for close()
-            _log.warning("sandbox %s: unmounting the unused pause rootfs: %s", sb.id, exc)
 
     def _unmount_unused_pause_rootfs(self) -> None:
         """Unmount each shared pause rootfs no pod of this manager uses."""
@@ -646,7 +643,8 @@ class SandboxManager(ContainerLifecycle):
         return adopted
 
     def remove_all(self) -> None:
-        """Stop and remove every pod (and so every container) this manager knows.
+        """Stop and remove every pod (and so every container) this manager knows; then
+        unmount a shared pause rootfs no pod uses.
 
         Every pod is tried; the ones that could not be removed (they stay listed, NOTREADY)
         are named together in one ``PodkitError`` at the end.
@@ -658,6 +656,10 @@ class SandboxManager(ContainerLifecycle):
                 self.remove_sandbox(id)
             except Exception as exc:
                 errors.append(f"{id}: {exc}")
+        try:
+            self._unmount_unused_pause_rootfs()
+        except (PodkitError, OSError) as exc:  # the pods are gone; the mount waits for close()
+            _log.warning("unmounting the unused pause rootfs: %s", exc)
         if errors:
             raise PodkitError(f"{len(errors)} of {len(ids)} pods could not be removed: "
                               + "; ".join(errors))

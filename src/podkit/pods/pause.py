@@ -1,9 +1,9 @@
 """The pause program of a manager and, when it comes from an image, its shared rootfs.
 
 Every pod's pause runs on one rootfs made from the pause image in the image store. It is
-mounted while a pause starts (made again if it was unmounted) and unmounted once no pod of
-the manager uses it; a file lock per rootfs keeps one process from unmounting it under a
-pause another process is starting.
+mounted while a pause starts (made again if it was unmounted) and stays mounted for the next
+pod until the manager unmounts the unused ones (close, remove_all, recover); a file lock per
+rootfs keeps one process from unmounting it under a pause another process is starting.
 """
 
 from __future__ import annotations
