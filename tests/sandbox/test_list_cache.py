@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pidfd_fakes import PipeFds
 from podkit import oci, procfs
 from podkit.pods import processes
 from podkit.pods.config import LinuxContainerConfig, LinuxContainerSecurityContext
@@ -23,36 +24,6 @@ from ._fakes import FakeSupervisor, host_pod
 from ._pods import copy_rootfs, ctr_config, managed, pod_config
 
 RUNNING, EXITED = ContainerState.CONTAINER_RUNNING, ContainerState.CONTAINER_EXITED
-
-
-class PipeFds:
-    """A stand-in for ``os.pidfd_open`` over made-up pids: a pipe per pid, readable once the
-    test calls :meth:`exit` (as a pidfd turns readable when its process exits)."""
-
-    def __init__(self) -> None:
-        self.writers: dict[int, int] = {}
-        self.opened = 0
-
-    def __call__(self, pid: int) -> int:
-        r, w = os.pipe()
-        self.writers[pid] = w
-        self.opened += 1
-        return r
-
-    def exit(self, pid: int) -> None:
-        os.write(self.writers[pid], b"x")
-
-    def closed(self, pid: int) -> bool:
-        """Whether the watch's end was closed (a write then has no reader)."""
-        try:
-            os.write(self.writers[pid], b"x")
-        except BrokenPipeError:
-            return True
-        return False
-
-    def close(self) -> None:
-        for w in self.writers.values():
-            os.close(w)
 
 
 class Counts:
@@ -291,11 +262,18 @@ def test_real_lists_read_no_proc_or_conmon_state(mgr: SandboxManager,
     for cid in cids:
         mgr.start_container(cid)
     counts = Counts(monkeypatch)
-    conmon_reads = []
-    for name in ("get", "exit_status", "monitor_alive"):
+    conmon_reads: list[str] = []
+
+    def counting(name: str) -> Any:
         real = getattr(Conmon, name)
-        monkeypatch.setattr(Conmon, name, lambda self, *a, _r=real, _n=name: (
-            conmon_reads.append(_n), _r(self, *a))[1])
+
+        def call(self: Conmon, *a: Any) -> Any:
+            conmon_reads.append(name)
+            return real(self, *a)
+        return call
+
+    for name in ("get", "exit_status", "monitor_alive"):
+        monkeypatch.setattr(Conmon, name, counting(name))
     for _ in range(10):
         assert [c.state for c in mgr.list_containers()] == [RUNNING] * 4
         assert mgr.container_status(cids[0]).state == RUNNING
