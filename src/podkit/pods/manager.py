@@ -235,6 +235,7 @@ class SandboxManager(ContainerLifecycle):
     def close(self) -> None:
         """Unmount a shared pause rootfs no pod uses; release the state dir lock. Pods and
         containers keep running."""
+        self.registry.close()  # the pidfds watching containers (a later look reopens them)
         if self._lock_cm is not None:
             try:
                 self._unmount_unused_pause_rootfs()
