@@ -54,6 +54,7 @@ from podkit.pods.sandbox_spec import (
 from podkit.pods.steps import (
     SandboxSteps,
     Step,
+    at_once,
     network_and_files,
     remove_cgroup_leftovers,
     undo_steps,
@@ -87,30 +88,6 @@ def _driver_for(runtime: Runtime, name: str | None) -> cgroups.Driver:
             f"systemd_cgroup={driver.systemd} (or give cgroup_driver="
             f"{'systemd' if flag else 'cgroupfs'!r})")
     return driver
-
-
-def _at_once(jobs: Sequence[Callable[[], None]]) -> builtins.list[BaseException | None]:
-    """Run ``jobs`` each on a thread of its own (the last on this one); their errors, in
-    order (``None``: done)."""
-    errors: builtins.list[BaseException | None] = [None] * len(jobs)
-
-    def run(i: int) -> None:
-        try:
-            jobs[i]()
-        except BaseException as exc:  # handed to the caller
-            errors[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,), name=f"pod-delete-{i}")
-               for i in range(len(jobs) - 1)]
-    for t in threads:
-        t.start()
-    try:
-        if jobs:
-            run(len(jobs) - 1)
-    finally:
-        for t in threads:
-            t.join()
-    return errors
 
 
 class SandboxManager(ContainerLifecycle):
@@ -306,19 +283,27 @@ class SandboxManager(ContainerLifecycle):
         return sb
 
     def _take_steps(self, sb: Sandbox) -> None:
-        """Each step in order, recorded before it is taken; network and files at once."""
-        for step in SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS:
-            if sb.host_network and step in ("netns", "network"):
-                continue
-            if step == "netns":  # recorded first, so an undo knows what to remove
-                sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
+        """Each step in order; network and files at once.
+
+        The record on disk lists every step before the first is taken (one write: undoing a
+        step not taken is harmless, so a kill anywhere leaves a record recover() can undo);
+        the record in memory lists the steps taken so far, so a failure here undoes those.
+        """
+        planned = [step for step in (SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS)
+                   if not (sb.host_network and step in ("netns", "network"))]
+        if "netns" in planned:
+            sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
+        if "pause" in planned:  # what undoing the pause removes leftovers of
+            sb.cgroups_path = pod_cgroups_path(sb.config, sb.id, self.cgroup_driver)
+        sb.steps = tuple(planned)
+        self.records.save(sb)  # the first save also reserves the name on disk
+        sb.steps = ()
+        for step in planned:
             if step == "files" and "network" in sb.steps:
                 continue  # done while CNI ran (below)
             sb.steps = (*sb.steps, step)
-            if step == "network":  # both recorded before either starts
+            if step == "network":  # both taken at once
                 sb.steps = (*sb.steps, "files")
-            self.records.save(sb)  # the first save also reserves the name on disk
-            if step == "network":
                 also = self.sandbox_steps.write_pause_bundle if self.pause is not None else None
                 network_and_files(sb, self.steps["network"], self.steps["files"], also)
             else:
@@ -507,7 +492,7 @@ class SandboxManager(ContainerLifecycle):
         pause = "pause" in sb.steps
         if pause:
             jobs.append(functools.partial(self.steps["pause"].undo, sb))
-        errors = _at_once(jobs)
+        errors = at_once(jobs)
         if pause and errors[-1] is None:
             sb.steps = tuple(s for s in sb.steps if s != "pause")
         failed = [e for e in errors if e is not None]

@@ -17,7 +17,7 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -31,7 +31,7 @@ from podkit.pods.records import Sandbox
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
 from podkit.runtime import Runtime, Supervisor
 
-__all__ = ["SHM_SIZE", "SandboxSteps", "Step", "remove_cgroup_leftovers", "undo_steps"]
+__all__ = ["SHM_SIZE", "SandboxSteps", "Step", "at_once", "remove_cgroup_leftovers", "undo_steps"]
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
@@ -264,6 +264,31 @@ def network_and_files(sb: Sandbox, network_step: Step, files_step: Step,
     thread.join()
     if failure:
         raise failure[0]
+
+
+def at_once(jobs: Sequence[Callable[[], None]]) -> list[BaseException | None]:
+    """Run ``jobs`` each on a thread of its own (the last on this one); their errors, in
+    order (``None``: done). For teardown work that needs nothing of the others (the
+    ``runc delete`` of each of a pod's containers and its pause)."""
+    errors: list[BaseException | None] = [None] * len(jobs)
+
+    def run(i: int) -> None:
+        try:
+            jobs[i]()
+        except BaseException as exc:  # handed to the caller
+            errors[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,), name=f"at-once-{i}")
+               for i in range(len(jobs) - 1)]
+    for t in threads:
+        t.start()
+    try:
+        if jobs:
+            run(len(jobs) - 1)
+    finally:
+        for t in threads:
+            t.join()
+    return errors
 
 
 def undo_steps(sb: Sandbox, table: dict[str, Step],
