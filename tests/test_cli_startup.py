@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import ctypes.util
 import importlib
 import os
 import subprocess
@@ -232,3 +233,33 @@ def test_an_unknown_cri_name_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match=r"module 'podkit\.cri' has no attribute 'Nope'"):
         podkit.cri.Nope  # noqa: B018
+
+
+# -- loading libc ------------------------------------------------------------------------------
+
+def test_libc_loads_by_its_soname_without_asking_ldconfig(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    def no_ldconfig(name: str) -> str:
+        raise AssertionError("find_library runs ldconfig")
+
+    monkeypatch.setattr(ctypes.util, "find_library", no_ldconfig)
+    assert _linux._load_libc().getpid() == os.getpid()
+
+
+def test_libc_falls_back_to_find_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_cdll, asked = ctypes.CDLL, []
+
+    def cdll(name: str, **kw: object) -> ctypes.CDLL:
+        if name == "libc.so.6":
+            raise OSError("libc.so.6: cannot open shared object file")
+        return real_cdll(name, **kw)  # type: ignore[arg-type]
+
+    def find_library(name: str) -> str:
+        asked.append(name)
+        return "libc.so.6.real"
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    monkeypatch.setattr(ctypes.util, "find_library", find_library)
+    with pytest.raises(OSError, match=r"libc\.so\.6\.real"):
+        _linux._load_libc()  # the name find_library gave is the one tried
+    assert asked == ["c"]
