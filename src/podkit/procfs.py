@@ -192,6 +192,11 @@ class PidWatches:
             found = self._fds.get(key)
         return found is not None and found[0] == pid
 
+    def watched(self) -> dict[str, int]:
+        """The pid watched under each key, at this moment (a List reads it once)."""
+        with self._lock:
+            return {k: pid for k, (pid, _) in self._fds.items()}
+
     def exited_keys(self) -> set[str]:
         """The keys whose process has exited, from one ``epoll_wait`` over every pidfd."""
         with self._lock:

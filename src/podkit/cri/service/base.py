@@ -147,19 +147,24 @@ class ServiceBase:
         found = [sb for sb in self.manager.list_sandboxes(SandboxFilter(id=id)) if sb.id == id]
         return self._fresh(found[0]) if found else None
 
-    def _fresh(self, sb: Sandbox, exited: set[str] | None = None) -> Sandbox | None:
+    def _pause_survey(self) -> tuple[dict[str, int], set[str]]:
+        """The pause pids watched by pod ID and the pods whose pause exited: for a List, which
+        looks at every pod, in one call each."""
+        return self._pauses.watched(), self._pauses.exited_keys()
+
+    def _fresh(self, sb: Sandbox, survey: tuple[dict[str, int], set[str]] | None = None,
+               ) -> Sandbox | None:
         """``sb`` with its state checked: a READY pod's pause is watched by a pidfd (one poll
         while it runs; ``/proc/<pid>`` read once, when the watch starts); the manager's
-        runtime check (a runc exec) only when the pause seems gone. ``exited``: the pods
-        whose pause :meth:`~podkit.procfs.PidWatches.exited_keys` just saw exit (a List
-        polls them all at once)."""
+        runtime check (a runc exec) only when the pause seems gone. ``survey``: what
+        :meth:`_pause_survey` just saw (a List looks at all pauses at once)."""
         if sb.state != SandboxState.SANDBOX_READY:
             self._pauses.forget(sb.id)
             return sb
-        if exited is None:
+        if survey is None:
             seen = self._pauses.exited(sb.id, sb.pid)
         else:
-            seen = (sb.id in exited) if self._pauses.watching(sb.id, sb.pid) else None
+            seen = (sb.id in survey[1]) if survey[0].get(sb.id) == sb.pid else None
         if seen is False:
             return sb
         if seen is None:

@@ -95,9 +95,9 @@ class ContainerEvents(ServiceBase):
         pods = self.manager.list_sandboxes()
         self._pauses.retain({sb.id for sb in pods})  # pods removed past the service
         self._listed_pods.retain({sb.id for sb in pods})
-        pauses_gone = self._pauses.exited_keys()
+        survey = self._pause_survey()
         for sb in pods:
-            fresh = self._fresh(sb, pauses_gone)
+            fresh = self._fresh(sb, survey)
             if fresh is None:
                 continue
             down = fresh.state == SandboxState.SANDBOX_NOTREADY

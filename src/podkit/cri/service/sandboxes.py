@@ -108,9 +108,9 @@ class SandboxRPCs(ContainerEvents):
              else SandboxFilter())
         out = pb.ListPodSandboxResponse()
         pods = self.manager.list_sandboxes(attrs.evolve(f, state=None))
-        exited = self._pauses.exited_keys()  # one epoll_wait for every pause
+        survey = self._pause_survey()  # one epoll_wait for every pause
         for sb in pods:
-            fresh = self._fresh(sb, exited)
+            fresh = self._fresh(sb, survey)
             if fresh is not None and (f.state is None or fresh.state == f.state):
                 out.items.append(self._sandbox_item(fresh))
         if not request.HasField("filter"):
