@@ -40,6 +40,9 @@ def test_every_command_word_names_the_module_that_registers_it() -> None:
     (["cri", "serve"], "cri"),
     (["--root", "cri", "pod", "ls"], "pod"),  # cri is the value of --root here
     (["--root=/r", "--debug", "--state", "/s", "kube", "play", "x.yaml"], "kube"),
+    (["--ro", "pod", "cri", "serve"], "cri"),  # argparse expands --ro to --root
+    (["--st", "cri", "--de", "pod", "ls"], "pod"),
+    (["--", "cri"], "cri"),
     (["--debug", "run", "bundle"], "run"),
     (["-h", "cri"], None),
     (["--help"], None),
@@ -67,6 +70,7 @@ def test_modules_for(argv: list[str], modules: tuple[str, ...]) -> None:
     ["image", "ls"],
     ["--debug", "ps", "--runtime", "crun"],
     ["rm", "a", "-f"],
+    ["--r", "pod", "cri", "serve", "--pause-image", "p"],
     ["cdi", "list"],
     ["kube", "play", "x.yaml"],
 ])

@@ -103,8 +103,14 @@ def _command_word(argv: Sequence[str]) -> str | None:
             return None
         if not word.startswith("-"):
             return word
-        i += 2 if word in _VALUED else 1
+        i += 2 if _takes_value(word) else 1
     return None
+
+
+def _takes_value(option: str) -> bool:
+    """``--root``/``--state`` or a prefix argparse expands to one (``--ro``); not ``--root=X``."""
+    return option.startswith("--") and len(option) > 2 and "=" not in option and any(
+        v.startswith(option) for v in _VALUED)
 
 
 def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:

@@ -5,7 +5,8 @@ Everything lives under ``--root``: the image store (the one ``podkit image ... -
 server over the same root adopts every pod and container an earlier one left. PullImage goes
 through ``--registry-config-dir`` (containerd's ``hosts.toml`` layout; point it at
 ``/etc/containerd/certs.d`` to share containerd's) with the request's credentials, else those
-of ``--authfile`` (Docker's ``config.json``; default: the usual places).
+of ``--authfile`` (Docker's ``config.json``; default: the usual places). glibc's malloc arenas
+are capped at 2 (``MALLOC_ARENA_MAX`` in the server's environment wins): docs/performance.md.
 """
 
 from __future__ import annotations
