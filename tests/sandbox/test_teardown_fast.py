@@ -22,6 +22,7 @@ from podkit.pods.steps import at_once
 from podkit.runtime.testing import FakeRuntime
 from podkit.sandbox import (
     Container,
+    ContainerState,
     PauseConfig,
     Sandbox,
     SandboxManager,
@@ -126,10 +127,12 @@ def test_remove_writes_the_pod_record_once_and_no_container_record(
     cid = m.create_container(sb.id, _ctr(tmp_path / "rootfs"))
     m.start_container(cid)
     m.stop_sandbox(sb.id)
+    assert rt.containers == {}  # deleted by the stop
+    assert m.container_status(cid).state == ContainerState.CONTAINER_EXITED
     saved.clear()
     m.remove_sandbox(sb.id)
     assert [(type(s).__name__, s.phase) for s in saved] == [("Sandbox", "removing")]
-    assert saved[0].steps == ("files", "pause")  # all still there when recorded
+    assert saved[0].steps == ("files",)  # the pause went with the stop
     assert rt.containers == {}
     assert not any((tmp_path / "state" / "sandboxes").iterdir())
     assert not any((tmp_path / "state" / "containers").iterdir())
@@ -187,22 +190,31 @@ def _log_calls(monkeypatch: pytest.MonkeyPatch, obj: object, method: str,
 
 
 @pytest.mark.integration
-def test_remove_of_a_stopped_pod_kills_nothing_and_deletes_at_once(
+def test_stop_deletes_at_once_and_remove_then_kills_and_deletes_nothing(
     mgr: SandboxManager, rootfs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The stop deletes the killed container and pause from runc (each on its own thread);
+    the exit code stays recorded; the removal runs no runc kill or delete at all."""
     sb = mgr.run_sandbox(pod_config())
     cid = mgr.create_container(sb.id, ctr_config(rootfs, "app", ["sleep", "600"]))
     mgr.start_container(cid)
-    mgr.stop_sandbox(sb.id)
     kills: list[tuple[str, str]] = []
     deletes: list[tuple[str, str]] = []
     _log_calls(monkeypatch, mgr.runtime, "kill", kills)
     _log_calls(monkeypatch, mgr.runtime, "delete", deletes)
-    mgr.remove_sandbox(sb.id)
-    assert kills == []  # the stop saw both exit
+    mgr.stop_sandbox(sb.id)
     threads = dict(deletes)
     assert set(threads) == {sb.id, cid} and threads[sb.id] != threads[cid]
-    assert mgr.runtime.list() == [] and mgr.list_sandboxes() == []
+    assert mgr.runtime.list() == []
+    status = mgr.container_status(cid)
+    assert (status.state, status.exit_code) == (ContainerState.CONTAINER_EXITED, 137)
+    assert mgr.sandbox_status(sb.id).state == SandboxState.SANDBOX_NOTREADY
+    mgr.stop_sandbox(sb.id)  # idempotent: nothing left to kill or delete
+    kills.clear()
+    deletes.clear()
+    mgr.remove_sandbox(sb.id)
+    assert kills == [] and deletes == []
+    assert mgr.list_sandboxes() == [] and mgr.list_containers() == []
 
 
 @pytest.mark.integration

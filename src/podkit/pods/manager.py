@@ -340,14 +340,17 @@ class SandboxManager(ContainerLifecycle):
     def stop_sandbox(self, id: str) -> None:
         """Stop every container (SIGKILL), the pause, tear down the network; idempotent.
 
-        The record, files and containers stay until :meth:`remove_sandbox`.
+        The killed containers and the pause are deleted from the runtime while CNI DEL runs
+        (containerd deletes its tasks in the stop too); the records (exit codes), logs, files
+        and containers stay until :meth:`remove_sandbox`.
         """
         try:
             sb = self.registry.sandbox(id)
         except NotFoundError:
             return
         with self.registry.sandbox_lock(id):
-            self._stop_sandbox_locked(sb)
+            self._stop_sandbox_locked(
+                sb, meanwhile=functools.partial(self._delete_pod_processes, sb, forget=False))
 
     def _undo_network(self, sb: Sandbox, final: bool) -> None:
         """CNI DEL; when ``final`` (the pod is being removed) a DEL that can never run is
@@ -467,27 +470,26 @@ class SandboxManager(ContainerLifecycle):
             if not self.registry.has_sandbox(id):
                 return
 
-            def delete_processes() -> None:  # while CNI DEL runs
-                self._delete_pod_processes(sb)
-
             # recorded once, first: from here recover() undoes every step the record lists
             # (undoing one already undone is harmless) and rolls back the pod's containers,
             # so neither the stop nor a container removal below needs a write of its own
             if sb.phase != "removing":
                 sb.phase = "removing"
                 self.records.save(sb)
-            self._stop_sandbox_locked(sb, meanwhile=delete_processes, final=True)
+            self._stop_sandbox_locked(  # the deletes while CNI DEL runs
+                sb, meanwhile=functools.partial(self._delete_pod_processes, sb, forget=True),
+                final=True)
             errors = self._undo_sandbox(sb)
             if errors:
                 raise PodkitError(f"remove of sandbox {id} failed: "
                                   + "; ".join(str(e) for e in errors))
             self._forget_sandbox(sb)
 
-    def _delete_pod_processes(self, sb: Sandbox) -> None:
-        """Remove every container and delete the pause, all at once (each is a ``runc
-        delete`` of its own, and their records are separate); the first error is raised
-        once all were tried, the others as notes on it."""
-        jobs = [functools.partial(self._delete_container, c)
+    def _delete_pod_processes(self, sb: Sandbox, *, forget: bool) -> None:
+        """Delete every container (``forget``: and remove it) and the pause from the
+        runtime, all at once (each is a ``runc delete`` of its own, and their records are
+        separate); the first error is raised once all were tried, the others as notes."""
+        jobs = [functools.partial(self._delete_container, c, forget=forget)
                 for c in self.registry.containers_of(sb.id)]
         pause = "pause" in sb.steps
         if pause:
@@ -501,13 +503,17 @@ class SandboxManager(ContainerLifecycle):
                 failed[0].add_note(f"also failed: {e}")
             raise failed[0]
 
-    def _delete_container(self, c: Container) -> None:
-        """Delete a stopped container of a pod being removed, then its rootfs, dir and
-        record (no ``removing`` write: recover() rolls back the containers of such a pod)."""
+    def _delete_container(self, c: Container, *, forget: bool) -> None:
+        """Delete a stopped container of a stopped pod from the runtime; with ``forget``
+        (the pod is being removed) its rootfs, dir and record too (no ``removing`` write:
+        recover() rolls back the containers of such a pod). Its record keeps naming the
+        ``runtime`` step (no write): deleting a container again is harmless."""
         if "runtime" in c.steps:
             processes.delete(self.supervisor, self.runtime, c.id)
             remove_cgroup_leftovers(c.id, c.cgroups_path)
-        self._forget_container(c)
+            c.steps = tuple(s for s in c.steps if s != "runtime")
+        if forget:
+            self._forget_container(c)
 
     def sandbox_status(self, id: str) -> Sandbox:
         """The pod's record; NOTREADY once its pause has exited."""
