@@ -356,7 +356,7 @@ class ContainerLifecycle:
         c = self.registry.container(id)
         with self.registry.sandbox_lock(c.sandbox_id):
             self._refresh(c)
-            return attrs.evolve(c)
+            return _copy(c)
 
     def container_user(self, id: str) -> oci.User | None:
         """The user the container's process runs as, resolved at create (uid, gid, additional
