@@ -300,3 +300,15 @@ def test_a_dead_conmon_is_still_noticed(mgr: SandboxManager) -> None:
     c = mgr.list_containers()[0]
     assert (c.state, c.exit_code) == (EXITED, 255)  # nobody wrote its exit code
     mgr.remove_sandbox(sb.id)
+
+
+def test_lists_and_status_hand_out_copies(tmp_path: Path, rootfs: Path, fds: PipeFds,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = FakeRuntime()
+    m = fake_manager(tmp_path, rootfs, rt, fds, monkeypatch)
+    [cid] = start_many(m, rootfs, 1)
+    listed, status = m.list_containers()[0], m.container_status(cid)
+    assert listed == status == m.registry.container(cid)
+    listed.state = status.state = EXITED
+    assert m.container_status(cid).state == RUNNING and listed is not m.list_containers()[0]
+    m.close()
