@@ -1,9 +1,12 @@
-"""A stand-in for ``os.pidfd_open`` that tests drive: the list-cache tests of the manager and
-of the CRI service watch made-up pids through it (``procfs.PidWatches(pidfd_open=...)``)."""
+"""pidfds for the list-cache tests of the manager and of the CRI service: a stand-in for
+``os.pidfd_open`` the tests drive (they watch made-up pids through it with
+``procfs.PidWatches(pidfd_open=...)``), and a kill that waits for a real process to go."""
 
 from __future__ import annotations
 
 import os
+import select
+import signal
 
 
 class PipeFds:
@@ -36,3 +39,14 @@ class PipeFds:
         """Close the test's ends."""
         for w in self.writers.values():
             os.close(w)
+
+
+def kill_and_wait(pid: int) -> None:
+    """SIGKILL ``pid`` and block until it has exited, without asking the manager (the pidfd
+    is opened first: its reaper may reap it at once)."""
+    fd = os.pidfd_open(pid)
+    try:
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        select.select([fd], [], [], 60)
+    finally:
+        os.close(fd)

@@ -5,9 +5,6 @@ integration), with its exit poller stopped so only the Lists themselves can noti
 
 from __future__ import annotations
 
-import os
-import select
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +13,7 @@ import attrs
 import pytest
 
 from cri.helpers import Harness, container_config, pod_config
-from pidfd_fakes import PipeFds
+from pidfd_fakes import PipeFds, kill_and_wait
 from podkit import oci, procfs
 from podkit.cri import api_pb2 as pb
 from podkit.cri.service import CRIService, base
@@ -177,15 +174,6 @@ def quiet(harness: Harness) -> Iterator[Harness]:
     harness.server.service.start_monitor()
 
 
-def wait_gone(pid: int) -> None:
-    """Block until ``pid`` has exited, without asking the server."""
-    fd = os.pidfd_open(pid)
-    try:
-        select.select([fd], [], [], 60)
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.integration
 def test_real_lists_and_status_read_nothing_and_see_exits_next(
         quiet: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,11 +201,9 @@ def test_real_lists_and_status_read_nothing_and_see_exits_next(
         assert (proc, asked, loads) == ([], [], [])
         monkeypatch.undo()
         pause = quiet.manager.sandbox_status(pods[0][0]).pid
-        os.kill(pause, signal.SIGKILL)
-        wait_gone(pause)
+        kill_and_wait(pause)
         app = quiet.manager.container_status(pods[1][1]).pid
-        os.kill(app, signal.SIGKILL)
-        wait_gone(app)
+        kill_and_wait(app)
         quiet.manager.supervisor.wait(pods[1][1], 60)  # conmon has written the exit
         states = {i.id: i.state for i in svc.ListPodSandbox(pb.ListPodSandboxRequest()).items}
         assert (states[pods[0][0]], states[pods[1][0]]) == (pb.SANDBOX_NOTREADY,

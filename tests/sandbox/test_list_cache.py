@@ -4,8 +4,6 @@ runtime and pipe "pidfds" a test makes readable; then real runc and conmon (inte
 
 from __future__ import annotations
 
-import os
-import select
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pidfd_fakes import PipeFds
+from pidfd_fakes import PipeFds, kill_and_wait
 from podkit import oci, procfs
 from podkit.pods import processes
 from podkit.pods.config import LinuxContainerConfig, LinuxContainerSecurityContext
@@ -216,15 +214,6 @@ def mgr(bridge: None, busybox_rootfs: Path, tmp_path: Path) -> Iterator[SandboxM
     yield from managed(tmp_path / "m", copy_rootfs(busybox_rootfs, tmp_path / "busybox"))
 
 
-def wait_gone(pid: int) -> None:
-    """Block until ``pid`` has exited (its pidfd readable), without asking the manager."""
-    fd = os.pidfd_open(pid)
-    try:
-        select.select([fd], [], [], 60)
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.integration
 def test_real_exits_show_on_the_next_list_without_a_poller(mgr: SandboxManager) -> None:
     rootfs = Path(mgr.pause.rootfs) if mgr.pause else Path()
@@ -240,8 +229,7 @@ def test_real_exits_show_on_the_next_list_without_a_poller(mgr: SandboxManager) 
     (rootfs / go.lstrip("/")).write_text("")
     mgr.supervisor.wait(own, 60)  # conmon has written the exit
     pid = mgr.container_status(killed).pid
-    os.kill(pid, signal.SIGKILL)
-    wait_gone(pid)
+    kill_and_wait(pid)
     mgr.supervisor.wait(killed, 60)
     by_id = {c.id: c for c in mgr.list_containers()}
     assert (by_id[own].state, by_id[own].exit_code, by_id[own].reason) == (EXITED, 3, "Error")
@@ -291,12 +279,10 @@ def test_a_dead_conmon_is_still_noticed(mgr: SandboxManager) -> None:
     mgr.start_container(cid)
     sup: Any = mgr.supervisor
     monitor = sup.conmon.get(cid).conmon_pid
-    os.kill(monitor, signal.SIGKILL)
-    wait_gone(monitor)
+    kill_and_wait(monitor)
     assert mgr.container_status(cid).state == RUNNING  # the container itself still runs
     pid = mgr.container_status(cid).pid
-    os.kill(pid, signal.SIGKILL)
-    wait_gone(pid)
+    kill_and_wait(pid)
     c = mgr.list_containers()[0]
     assert (c.state, c.exit_code) == (EXITED, 255)  # nobody wrote its exit code
     mgr.remove_sandbox(sb.id)
