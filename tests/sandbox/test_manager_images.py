@@ -353,14 +353,14 @@ def test_pod_cli_runs_images_from_the_image_root(
     f.write_text(POD_YAML.format(logs=tmp_path / "logs", image=APP, pause=PAUSE))
     try:
         assert main(["pod", "run", str(f), *args]) == 0, capsys.readouterr().err
-        assert "container app" in capsys.readouterr().out
+        assert "app:RUNNING" in capsys.readouterr().out
         assert len(_container_rootfs(store)) == 1
         assert main(["pod", "exec", *args, "pk-pod-img", "app", "--", "sh", "-c",
                      "echo $GREETING; pwd; id -u"]) == 0
         assert capsys.readouterr().out == "hello-from-image\n/data\n1000\n"
         f.write_text(POD_YAML.format(logs=tmp_path / "logs", image="localhost/pk-pod/nope:2",
                                      pause=PAUSE).replace("pk-pod-img", "pk-pod-img2"))
-        assert main(["pod", "run", str(f), *args]) == 1
+        assert main(["pod", "run", str(f), *args]) == 3  # not found (docs/cli.md)
         assert "'localhost/pk-pod/nope:2': not found" in capsys.readouterr().err
         assert main(["pod", "rm", "pk-pod-img", *args]) == 0
         assert _container_rootfs(store) == set()
