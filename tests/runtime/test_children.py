@@ -119,4 +119,4 @@ def test_a_timed_out_command_kills_and_reaps_what_it_started(marker: Path) -> No
     child, grandchild = pids_from(marker)
     assert not procfs.alive(child) and not procfs.alive(grandchild)
     assert procfs.state(child) is None  # reaped before run() raised
-    assert "and 1 processes it started" in str(err.value)
+    assert "its process group was killed, and 1 processes it started" in str(err.value)

@@ -221,7 +221,7 @@ class Command:
                     child.kill_group()
                 started, left = len(killed.pidfds), killed.wait_gone()
             detail = (f"processes it started are still there: {left}" if left else
-                      f"it and its process group were killed, and {started} processes it started")
+                      f"its process group was killed, and {started} processes it started")
             raise RuntimeTimeoutError(
                 f"{self.name} did not finish within {limit} s; {detail}",
                 self.argv,
