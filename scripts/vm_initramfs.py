@@ -53,8 +53,15 @@ mount -t cgroup2 -o nsdelegate cgroup2 $R/sys/fs/cgroup || fail "cannot mount cg
 for c in $CONTROLLERS; do
 	echo "+$c" > $R/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable controller $c"
 done
+# a checkout under /tmp, /var/tmp or /run (a CI clone) stays visible through the tmpfs
+if [ -n "$KEEP" ]; then
+	mkdir -p /keep && mount --bind "$R$KEEP" /keep || fail "cannot keep $KEEP"
+fi
 mount -t tmpfs -o mode=1777 tmpfs $R/tmp && mount -t tmpfs -o mode=1777 tmpfs $R/var/tmp \
 	&& mount -t tmpfs -o mode=755 tmpfs $R/run || fail "cannot mount tmpfs on /tmp, /run"
+if [ -n "$KEEP" ]; then
+	mkdir -p "$R$KEEP" && mount --move /keep "$R$KEEP" || fail "cannot put back $KEEP"
+fi
 mkdir -p $R/dev/pts $R/dev/shm $R/dev/mqueue
 mount -t devpts -o newinstance,ptmxmode=0666,mode=620,gid=5 devpts $R/dev/pts
 mount -t tmpfs -o mode=1777 shm $R/dev/shm
@@ -170,14 +177,15 @@ def base_archive(kernel: Kernel, modules: Sequence[str], ninep_cache: str = "loo
 
 
 def run_archive(argv: Sequence[str], *, workdir: str, env: Mapping[str, str], marker: str,
-                mode: str, verbose: bool = False) -> bytes:
-    """The per-run archive appended to the base: the command and how to report its end."""
+                mode: str, verbose: bool = False, keep: str = "") -> bytes:
+    """The per-run archive appended to the base: the command and how to report its end;
+    ``keep`` is a host directory under a guest tmpfs (/tmp, /run) to bind back over it."""
     if mode not in ("sh", "systemd"):
         raise ValueError(f"unknown guest init mode {mode!r}")
     buf = io.BytesIO()
     w = NewcWriter(buf)
     quiet = "--show-status=no --log-level=warning"
-    run_env = {"MARKER": marker, "MODE": mode,
+    run_env = {"MARKER": marker, "MODE": mode, "KEEP": keep,
                "SYSTEMD_ARGS": "--show-status=yes" if verbose else quiet}
     w.add_file("podkit-vm/run.env", _env_lines(run_env).encode())
     w.add_file("podkit-vm/command", command_script(argv, workdir, env).encode(), 0o755)

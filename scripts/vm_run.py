@@ -179,17 +179,21 @@ def _stream(proc: subprocess.Popen[bytes], filt: ConsoleFilter, deadline: float 
 HIDDEN = ("/tmp", "/var/tmp", "/run")  # tmpfs in the guest: the host's files there are not seen
 
 
-def check_workdir(workdir: str) -> None:
-    """Refuse a workdir the guest cannot see (under a directory it mounts tmpfs on)."""
+def kept_dir(workdir: str) -> str:
+    """The workdir when it lies under a directory the guest mounts tmpfs on (a CI clone in
+    /tmp): stage 1 binds it back over the tmpfs. Empty otherwise; the tmpfs itself is refused."""
     path = Path(workdir).resolve()
     for hidden in HIDDEN:
-        if path == Path(hidden) or Path(hidden) in path.parents:
-            raise SystemExit(f"scripts/vm: {path} is under {hidden}, which is tmpfs in the "
-                             "guest: use a checkout elsewhere")
+        if path == Path(hidden):
+            raise SystemExit(f"scripts/vm: {path} is tmpfs in the guest: use a checkout in it "
+                             "or elsewhere")
+        if Path(hidden) in path.parents:
+            return str(path)
+    return ""
 
 
 def run(args: argparse.Namespace) -> int:
-    check_workdir(args.workdir)
+    keep = kept_dir(args.workdir)
     kernel = setup(args)
     marker = "@@podkit-vm-" + secrets.token_hex(8)
     mode = "systemd" if args.systemd else "sh"
@@ -197,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
                                              args.ninep_cache)
     initrd_bytes += vm_initramfs.run_archive(args.command, workdir=args.workdir,
                                              env=dict(args.env), marker=marker, mode=mode,
-                                             verbose=args.verbose)
+                                             verbose=args.verbose, keep=keep)
     initrd = (args.cache or cache_dir()) / f"initrd-{os.getpid()}.cpio"
     initrd.write_bytes(initrd_bytes)
     cmd = qemu_command(kernel=kernel.vmlinuz, initrd=initrd, memory=args.memory, cpus=args.cpus,

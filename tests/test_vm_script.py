@@ -206,7 +206,7 @@ def test_run_archive_holds_marker_mode_and_command() -> None:
     data = vm_initramfs.run_archive(["true"], workdir="/w", env={}, marker="@@m", mode="sh")
     files = {n: d.decode() for n, _, d in vm_cpio.read_newc(data)}
     assert shlex.split(files["podkit-vm/run.env"]) == [
-        "MARKER=@@m", "MODE=sh", "SYSTEMD_ARGS=--show-status=no --log-level=warning"]
+        "MARKER=@@m", "MODE=sh", "KEEP=", "SYSTEMD_ARGS=--show-status=no --log-level=warning"]
     assert "exec true" in files["podkit-vm/command"]
     with pytest.raises(ValueError):
         vm_initramfs.run_archive(["true"], workdir="/", env={}, marker="m", mode="openrc")
@@ -281,9 +281,20 @@ def test_console_filter_shows_lines_that_only_look_like_a_marker() -> None:
     assert f.feed(b"@@\n") == b"@@\n"
 
 
-def test_a_workdir_the_guest_cannot_see_is_refused() -> None:
-    for hidden in ("/tmp/x", "/run", "/var/tmp/a/b"):
+def test_a_workdir_under_a_guest_tmpfs_is_kept_and_the_tmpfs_itself_refused() -> None:
+    for hidden in ("/tmp", "/run", "/var/tmp"):
         with pytest.raises(SystemExit, match="tmpfs in the guest"):
-            vm_run.check_workdir(hidden)
-    vm_run.check_workdir("/srv/checkout")
-    vm_run.check_workdir("/tmpfoo")
+            vm_run.kept_dir(hidden)
+    assert vm_run.kept_dir("/tmp/ci/main") == "/tmp/ci/main"
+    assert vm_run.kept_dir("/var/tmp/a/b") == "/var/tmp/a/b"
+    assert vm_run.kept_dir("/srv/checkout") == ""
+    assert vm_run.kept_dir("/tmpfoo") == ""
+
+
+def test_stage_one_binds_a_kept_workdir_back_over_the_tmpfs() -> None:
+    archive = vm_initramfs.run_archive(["true"], workdir="/tmp/ci/main", env={}, marker="@@m",
+                                       mode="sh", keep="/tmp/ci/main")
+    assert b"KEEP=/tmp/ci/main\n" in archive
+    init = vm_initramfs.INIT
+    assert init.index('mount --bind "$R$KEEP" /keep') < init.index("tmpfs $R/tmp") \
+        < init.index('mount --move /keep "$R$KEEP"')
