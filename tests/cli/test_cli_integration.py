@@ -8,18 +8,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import _leaks
-from support import require, require_binary, require_isolated, require_root
+from support import require, require_root
+
+from .pod_io_helpers import PodCLI, pod_cli
 
 CLI = [sys.executable, "-m", "podkit.cli"]
 
@@ -34,55 +32,10 @@ CONTAINER_FIELDS = {
     "mounts", "log_path", "labels", "annotations"}
 
 
-class PodCLI:
-    """``podkit`` as a child process with the test's own --root/--state, over one pod."""
-
-    def __init__(self, base: Path, rootfs: Path, pod: str) -> None:
-        self.base, self.rootfs, self.pod = base, rootfs, pod
-        self.dirs = ["--root", str(base / "root"), "--state", str(base / "state")]
-
-    def argv(self, *words: str) -> list[str]:
-        return [*CLI, *self.dirs, *words]
-
-    def run(self, *words: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(self.argv(*words), capture_output=True, timeout=120,
-                              check=False)
-
-    def ok(self, *words: str) -> str:
-        res = self.run(*words)
-        assert res.returncode == 0, (words, res.returncode, res.stderr.decode())
-        return res.stdout.decode()
-
-    def start(self, containers: str) -> None:
-        """``pod run`` of a pod named ``self.pod`` with ``containers`` (a YAML list)."""
-        f = self.base / f"{self.pod}.yaml"
-        f.write_text(f"sandbox:\n  metadata: {{name: {self.pod}, namespace: pk-cli}}\n"
-                     f"  log_directory: {self.base / 'logs'}\n"
-                     f"pause: {{rootfs: {self.rootfs}}}\n"
-                     "containers:\n" + textwrap.indent(textwrap.dedent(containers), "  "))
-        self.ok("pod", "run", str(f))
-
-    def inspect(self, container: str = "") -> Any:
-        return json.loads(self.ok("pod", "inspect", self.pod, *[container][:bool(container)],
-                                  "-o", "json"))
-
-
 @pytest.fixture
 def cli(busybox_rootfs: Path, tmp_path: Path) -> Iterator[PodCLI]:
     """Require the real parts; yield the CLI; remove the pod and the bridge afterwards."""
-    require_isolated()
-    for b in ("runc", "conmon"):
-        require_binary(b)
-    _leaks.register_runtime_root(tmp_path / "state" / "pods" / "runc")
-    _leaks.register_ipam_dir(tmp_path / "state" / "pods" / "ipam")
-    shutil.copytree(busybox_rootfs, tmp_path / "rootfs", symlinks=True)
-    cli = PodCLI(tmp_path, tmp_path / "rootfs", "pk-cli-json")
-    try:
-        yield cli
-    finally:
-        cli.run("pod", "rm", cli.pod)
-        # the CLI's built-in network: its bridge lives in the private namespace of the run
-        subprocess.run(["ip", "link", "del", "pk0"], check=False, capture_output=True)
+    yield from pod_cli(tmp_path, busybox_rootfs, "pk-cli-json")
 
 
 def _env(cli: PodCLI) -> dict[str, str]:
