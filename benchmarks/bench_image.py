@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import hashlib
 import importlib
 import io
@@ -48,11 +47,10 @@ from typing import Any
 
 from podkit.image import ImageStore, Registry, RegistryHosts, import_image, pull, push, unpack
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from containerd.images import write_layout
+
 MTIME = 1_700_000_000
-
-
-def _sha(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def _layer(seed: int, big: int, small: int) -> bytes:
@@ -81,30 +79,14 @@ def _layer(seed: int, big: int, small: int) -> bytes:
 
 
 def build_layout(dest: Path) -> tuple[list[bytes], int]:
+    """The benchmark's image (4 gzip layers of many files with whiteouts) as an OCI layout;
+    its layer blobs and their total uncompressed size."""
     raws = [_layer(i, big=50, small=500) for i in range(4)]
-    blobs: dict[str, bytes] = {}
-    layers = []
-    for raw in raws:
-        gz = gzip.compress(raw, compresslevel=1, mtime=0)
-        blobs[_sha(gz)] = gz
-        layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                       "digest": _sha(gz), "size": len(gz)})
-    cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": ["sh"]},
-                      "rootfs": {"type": "layers", "diff_ids": [_sha(r) for r in raws]}}).encode()
-    blobs[_sha(cfg)] = cfg
-    man = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                      "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                                 "digest": _sha(cfg), "size": len(cfg)},
-                      "layers": layers}).encode()
-    blobs[_sha(man)] = man
-    (dest / "blobs" / "sha256").mkdir(parents=True)
-    for digest, data in blobs.items():
-        (dest / "blobs" / "sha256" / digest[7:]).write_bytes(data)
-    (dest / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
-    (dest / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [
-        {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": _sha(man),
-         "size": len(man), "annotations": {"org.opencontainers.image.ref.name": "v1"}}]}))
-    return [blobs[d["digest"]] for d in layers], sum(len(r) for r in raws)
+    write_layout(dest, raws, {"Cmd": ["sh"]}, "v1", gzip_layers=True)
+    blob = lambda digest: (dest / "blobs" / "sha256" / digest[7:]).read_bytes()  # noqa: E731
+    index = json.loads((dest / "index.json").read_text())
+    manifest = json.loads(blob(index["manifests"][0]["digest"]))
+    return [blob(d["digest"]) for d in manifest["layers"]], sum(len(r) for r in raws)
 
 
 def timed(fn: Callable[[], Any]) -> float:
