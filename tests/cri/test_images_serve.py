@@ -201,6 +201,6 @@ def test_cri_serve_refuses_a_bad_hosts_file_at_start(tmp_path: Path) -> None:
             str(tmp_path / "net.d"), "--streaming-address", "", "--pause-image", PAUSE,
             "--registry-config-dir", str(tmp_path / "certs.d")]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1
+    assert done.returncode == 2  # bad input (docs/cli.md exit codes)
     assert str(bad / "hosts.toml") in done.stderr and "unknown capability 'fetch'" in done.stderr
     assert not (tmp_path / "root").exists()  # refused before any work

@@ -39,8 +39,19 @@ def _mount(*args: str) -> None:
 def private_dirs() -> None:
     """tmpfs over fixtures.TMPFS, tmpfs-backed overlays over fixtures.OVERLAYS."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    # a checkout under one of them (a CI clone in /tmp) is bound back over its tmpfs
+    hidden = any(Path(d) in Path(REPO).parents for d in fixtures.TMPFS)
+    holder = Path("/dev/shm/.podkit-docs-repo")
+    if hidden:
+        holder.mkdir(exist_ok=True)
+        _mount("--bind", str(REPO), str(holder))
     for d in fixtures.TMPFS:
         _mount("-t", "tmpfs", "-o", "mode=755", "podkit-docs", d)
+    if hidden:
+        Path(REPO).mkdir(parents=True)
+        _mount("--bind", str(holder), str(REPO))
+        subprocess.run(["umount", str(holder)], check=True)
+        holder.rmdir()
     uppers = Path("/run/.docs-overlays")
     for d in fixtures.OVERLAYS:
         upper, work = uppers / d.strip("/") / "upper", uppers / d.strip("/") / "work"

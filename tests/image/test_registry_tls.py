@@ -108,7 +108,7 @@ def test_public_names_through_a_local_mirror_stay_local(
     broken = tmp_path / "certs.d" / "gcr.io" / "hosts.toml"
     broken.write_text(entry.replace('"resolve"]', '"resolve", "fetch"]'))
     assert main(["image", "pull", "-q", "--root", root, "--registry-config-dir",
-                 str(tmp_path / "certs.d"), "gcr.io/pause/pause:v1"]) == 1
+                 str(tmp_path / "certs.d"), "gcr.io/pause/pause:v1"]) == 2  # bad input
     err = capsys.readouterr().err
     assert str(broken) in err and "capabilities: unknown capability 'fetch'" in err
 
