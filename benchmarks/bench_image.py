@@ -29,11 +29,8 @@ import hashlib
 import importlib
 import io
 import json
-import os
 import random
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,7 +45,7 @@ from typing import Any
 from podkit.image import ImageStore, Registry, RegistryHosts, import_image, pull, push, unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from containerd.images import write_layout
+from containerd.images import registry, write_layout
 
 MTIME = 1_700_000_000
 
@@ -120,34 +117,12 @@ def bench_unpack(tmp: Path, layout: Path, layer_blobs: list[bytes], rounds: int)
     return {"podkit": statistics.median(podkit_t), "raw": statistics.median(tar_t)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def _registry(tmp: Path, name: str) -> Iterator[int]:
     """A docker-registry on 127.0.0.1 storing under ``tmp/name``; its port while it runs."""
-    port = _free_port()
-    cfg = tmp / f"{name}.yml"
-    cfg.write_text(f"version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\n"
-                   f"storage:\n  filesystem:\n    rootdirectory: {tmp / name}\n"
-                   f"http:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen(["docker-registry", "serve", str(cfg)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        for _ in range(200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield port
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(10)
+    (tmp / name).mkdir()
+    with registry(tmp / name) as host:
+        yield int(host.rsplit(":", 1)[1])
 
 
 def bench_pull(tmp: Path, layout: Path, rounds: int) -> dict[str, Any]:
