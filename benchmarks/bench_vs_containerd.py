@@ -159,13 +159,7 @@ class PodkitSide(Side):
         self.disconnect()
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        ctrd.terminate(self.proc)
         self.proc = None
 
     def helper_pids(self) -> list[int]:

@@ -218,6 +218,17 @@ def open_fds(pid: int) -> int:
         return 0
 
 
+
+def terminate(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM a server we started (by PID), wait up to 60 s, then SIGKILL; reaped either way."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
 class Containerd:
     """A private containerd under ``base`` (config written by :func:`config_toml`)."""
 
@@ -269,13 +280,7 @@ class Containerd:
         """SIGTERM containerd (by PID) and wait; its shims and pods keep running."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        terminate(self.proc)
         self.proc = None
         self.socket.unlink(missing_ok=True)
 
