@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import attrs
-import yaml
 
 from podkit.cdi import names as _names
 from podkit.cdi.errors import SpecError
@@ -209,8 +208,9 @@ class Spec:
 
     def to_yaml(self) -> str:
         """Serialise to a YAML document starting with ``---``, keys in model order."""
-        body = yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=False)
-        return "---\n" + body
+        from podkit.cdi import yamldoc  # PyYAML only when a spec is written as YAML
+
+        return "---\n" + yamldoc.dump(self.to_dict())
 
     def get_device(self, name: str) -> Device | None:
         """The device with this unqualified name, if the spec has it."""

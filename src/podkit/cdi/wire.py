@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
-import yaml
 
 from podkit.cdi.errors import SpecError
 
@@ -254,33 +253,6 @@ def encode(obj: Any) -> dict[str, Any]:
     return out
 
 
-class _StrictLoader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
-    """PyYAML safe loader that refuses duplicate mapping keys."""
-
-
-def _construct_mapping(loader: Any, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            dup = key in seen
-        except TypeError:
-            continue
-        if dup:
-            mark = key_node.start_mark
-            raise SpecError(
-                f"failed to parse CDI Spec: duplicate key {key!r} "
-                f"(line {mark.line + 1}, column {mark.column + 1})"
-            )
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _no_dup_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
@@ -304,7 +276,6 @@ def load_document(data: str | bytes, fmt: str | None) -> tuple[Any, bool]:
             return _JSON_DECODER.decode(text), False
         except json.JSONDecodeError:
             pass  # not JSON after all: YAML is a superset, let the YAML parser say what's wrong
-    try:
-        return yaml.load(text, Loader=_StrictLoader), True
-    except yaml.YAMLError as e:
-        raise SpecError(f"failed to parse CDI Spec: {e}".replace("\n", " ")) from None
+    from podkit.cdi import yamldoc  # PyYAML only when a document is YAML
+
+    return yamldoc.load(text), True
