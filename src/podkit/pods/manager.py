@@ -55,7 +55,7 @@ from podkit.pods.steps import (
     SandboxSteps,
     Step,
     at_once,
-    network_and_files,
+    network_alongside,
     remove_cgroup_leftovers,
     undo_steps,
 )
@@ -283,11 +283,13 @@ class SandboxManager(ContainerLifecycle):
         return sb
 
     def _take_steps(self, sb: Sandbox) -> None:
-        """Each step in order; network and files at once.
+        """Each step in order; CNI ADD alongside the files and the pause (or the files alone
+        when the pod's network sysctls must wait for it: ``network.network_first``).
 
         The record on disk lists every step before the first is taken (one write: undoing a
         step not taken is harmless, so a kill anywhere leaves a record recover() can undo);
-        the record in memory lists the steps taken so far, so a failure here undoes those.
+        the record in memory lists the steps taken or under way, so a failure here undoes
+        those.
         """
         planned = [step for step in (SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS)
                    if not (sb.host_network and step in ("netns", "network"))]
@@ -298,16 +300,20 @@ class SandboxManager(ContainerLifecycle):
         sb.steps = tuple(planned)
         self.records.save(sb)  # the first save also reserves the name on disk
         sb.steps = ()
-        for step in planned:
-            if step == "files" and "network" in sb.steps:
-                continue  # done while CNI ran (below)
-            sb.steps = (*sb.steps, step)
-            if step == "network":  # both taken at once
-                sb.steps = (*sb.steps, "files")
-                also = self.sandbox_steps.write_pause_bundle if self.pause is not None else None
-                network_and_files(sb, self.steps["network"], self.steps["files"], also)
-            else:
+        todo = builtins.list(planned)
+        while todo:
+            step = todo.pop(0)
+            if step != "network":
+                sb.steps = (*sb.steps, step)
                 self.steps[step].do(sb)
+                continue
+            along = todo[:1] if network.network_first(sb.config) else todo[:]
+            del todo[:len(along)]
+            sb.steps = (*sb.steps, step, *along)
+            dos = [self.steps[s].do for s in along]
+            if "pause" in todo:  # its bundle, at least, while CNI runs
+                dos.append(self.sandbox_steps.write_pause_bundle)
+            network_alongside(sb, self.steps["network"], dos)
 
     def _undo_sandbox(self, sb: Sandbox) -> builtins.list[BaseException]:
         """Undo every recorded step in reverse; the record keeps the steps that failed."""

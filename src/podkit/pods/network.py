@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "cni_capability_args",
     "default_network_config",
     "default_networks",
+    "network_first",
     "quantity",
 ]
 
@@ -55,6 +57,13 @@ def cni_capability_args(config: SandboxConfig) -> dict[str, Any]:
     if config.annotations:
         kw["pod_annotations"] = dict(config.annotations)
     return cni.capability_args(**kw)
+
+
+def network_first(config: SandboxConfig) -> bool:
+    """Whether the pod's pause (or pinned namespaces) must wait for CNI ADD: the pod asks for
+    sysctls of its network namespace, written as the pause starts (one of an interface needs
+    that interface; one a plugin also sets must end as the pod asked, as in containerd)."""
+    return any(re.split(r"[./]", key, maxsplit=1)[0] == "net" for key in config.linux.sysctls)
 
 
 def cni_cannot_run(exc: BaseException) -> bool:

@@ -31,7 +31,15 @@ from podkit.pods.records import Sandbox
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
 from podkit.runtime import Runtime, Supervisor
 
-__all__ = ["SHM_SIZE", "SandboxSteps", "Step", "at_once", "remove_cgroup_leftovers", "undo_steps"]
+__all__ = [
+    "SHM_SIZE",
+    "SandboxSteps",
+    "Step",
+    "at_once",
+    "network_alongside",
+    "remove_cgroup_leftovers",
+    "undo_steps",
+]
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
@@ -186,7 +194,7 @@ class SandboxSteps:
         """Create and start the pause under the supervisor (its rootfs mounted meanwhile)."""
         d = self.sandbox_dir(sb.id)
         bundle = d / "bundle"
-        if not (bundle / "config.json").exists():  # not written while CNI ran (host network)
+        if not (bundle / "config.json").exists():  # not written yet (see network_alongside)
             self.write_pause_bundle(sb)
         with self.pause.ready():
             sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
@@ -232,38 +240,52 @@ def pinned_kinds(sb: Sandbox) -> list[str]:
     return kinds if sb.host_network else [*kinds, "uts"]
 
 
-def network_and_files(sb: Sandbox, network_step: Step, files_step: Step,
-                      also: Callable[[Sandbox], None] | None = None) -> None:
-    """CNI ADD on a helper thread while this one writes the pod files (and does ``also``:
-    the pause bundle).
+def network_alongside(sb: Sandbox, network_step: Step,
+                      steps: Sequence[Callable[[Sandbox], None]]) -> None:
+    """CNI ADD on a helper thread while this one does ``steps`` in order (the pod files, then
+    the pause bundle or the pause itself): none of them needs the CNI result, only the netns.
 
-    Neither needs the other (the files and the bundle do not depend on the CNI result); both
-    steps are recorded before either starts, and undoing one that did not happen is harmless,
-    so a failure of either rolls back the same way. The files' error wins; the network's is a
-    note on it.
+    Every step was recorded before either side starts, and undoing one not taken is harmless,
+    so a failure of either side rolls back the same way: this side takes no further step once
+    ADD failed, and an ADD in flight is waited for. The first failure is raised, the other's
+    is a note on it.
     """
-    failure: list[BaseException] = []
+    failures: list[tuple[str, BaseException]] = []
+    lock = threading.Lock()
+
+    def failed(side: str, exc: BaseException) -> None:
+        with lock:
+            failures.append((side, exc))
 
     def add() -> None:
         try:
             network_step.do(sb)
         except BaseException as exc:  # handed to the caller
-            failure.append(exc)
+            failed("network setup", exc)
 
     thread = threading.Thread(target=add, name=f"cni-add-{sb.id[:12]}")
     thread.start()
     try:
-        files_step.do(sb)
-        if also is not None:
-            also(sb)
-    except BaseException as exc:
+        for do in steps:
+            if failures:
+                break
+            do(sb)
+    except BaseException as exc:  # raised below, once ADD is done
+        failed("pod files and pause", exc)
+    finally:
         thread.join()
-        for e in failure:
-            exc.add_note(f"the network setup meanwhile failed too: {e}")
-        raise
-    thread.join()
-    if failure:
-        raise failure[0]
+    if failures:
+        first = failures[0][1]
+        for side, other in failures[1:]:
+            first.add_note(f"the {side} meanwhile failed too: {other}")
+        raise first
+
+
+def network_and_files(sb: Sandbox, network_step: Step, files_step: Step,
+                      also: Callable[[Sandbox], None] | None = None) -> None:
+    """The pod files (then ``also``) while CNI ADD runs: :func:`network_alongside` with those
+    (the name earlier versions used)."""
+    network_alongside(sb, network_step, [files_step.do, *([also] if also else [])])
 
 
 def at_once(jobs: Sequence[Callable[[], None]]) -> list[BaseException | None]:
