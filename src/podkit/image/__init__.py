@@ -11,38 +11,107 @@ opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
 ```
 """
 
-from podkit.image.auth import AuthFile, CredentialHelperError, Credentials, auth_file_path
-from podkit.image.config import ImageConfig, parse_config, process_args, spec_opts
-from podkit.image.descriptor import Descriptor, Platform, host_platform
-from podkit.image.errors import (
-    BlobNotFoundError,
-    DigestMismatchError,
-    HostsConfigError,
-    ImageError,
-    ImageInUseError,
-    ImageNotFoundError,
-    PlatformNotFoundError,
-    RegistryError,
-    UnsafeLayerError,
-    UnsupportedMediaTypeError,
-)
-from podkit.image.hosts import RegistryHost, RegistryHosts
-from podkit.image.layout import import_image
-from podkit.image.progress import Progress, ProgressCallback
-from podkit.image.reference import Reference, ReferenceError, parse_reference
-from podkit.image.registry import Registry, pull, push
-from podkit.image.store import GCResult, Image, ImageStore, chain_ids
-from podkit.image.unpack import (
-    Rootfs,
-    create_rootfs,
-    get_rootfs,
-    list_rootfs,
-    overlay_supported,
-    remove_rootfs,
-    unmount_rootfs,
-    unpack,
-)
-from podkit.image.usage import DiskUsage
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from podkit.image.auth import AuthFile, CredentialHelperError, Credentials, auth_file_path
+    from podkit.image.config import ImageConfig, parse_config, process_args, spec_opts
+    from podkit.image.descriptor import Descriptor, Platform, host_platform
+    from podkit.image.errors import (
+        BlobNotFoundError,
+        DigestMismatchError,
+        HostsConfigError,
+        ImageError,
+        ImageInUseError,
+        ImageNotFoundError,
+        PlatformNotFoundError,
+        RegistryError,
+        UnsafeLayerError,
+        UnsupportedMediaTypeError,
+    )
+    from podkit.image.hosts import RegistryHost, RegistryHosts
+    from podkit.image.layout import import_image
+    from podkit.image.progress import Progress, ProgressCallback
+    from podkit.image.reference import Reference, ReferenceError, parse_reference
+    from podkit.image.registry import Registry, pull, push
+    from podkit.image.store import GCResult, Image, ImageStore, chain_ids
+    from podkit.image.unpack import (
+        Rootfs,
+        create_rootfs,
+        get_rootfs,
+        list_rootfs,
+        overlay_supported,
+        remove_rootfs,
+        unmount_rootfs,
+        unpack,
+    )
+    from podkit.image.usage import DiskUsage
+
+# Each public name and the module defining it, imported on first use (PEP 562): a CRI server
+# needs the store before its first reply, not the registry client (http.client, ssl, email).
+_LAZY: dict[str, str] = {
+    "AuthFile": "auth",
+    "CredentialHelperError": "auth",
+    "Credentials": "auth",
+    "auth_file_path": "auth",
+    "ImageConfig": "config",
+    "parse_config": "config",
+    "process_args": "config",
+    "spec_opts": "config",
+    "Descriptor": "descriptor",
+    "Platform": "descriptor",
+    "host_platform": "descriptor",
+    "BlobNotFoundError": "errors",
+    "DigestMismatchError": "errors",
+    "HostsConfigError": "errors",
+    "ImageError": "errors",
+    "ImageInUseError": "errors",
+    "ImageNotFoundError": "errors",
+    "PlatformNotFoundError": "errors",
+    "RegistryError": "errors",
+    "UnsafeLayerError": "errors",
+    "UnsupportedMediaTypeError": "errors",
+    "RegistryHost": "hosts",
+    "RegistryHosts": "hosts",
+    "import_image": "layout",
+    "Progress": "progress",
+    "ProgressCallback": "progress",
+    "Reference": "reference",
+    "ReferenceError": "reference",
+    "parse_reference": "reference",
+    "Registry": "registry",
+    "pull": "registry",
+    "push": "registry",
+    "GCResult": "store",
+    "Image": "store",
+    "ImageStore": "store",
+    "chain_ids": "store",
+    "Rootfs": "unpack",
+    "create_rootfs": "unpack",
+    "get_rootfs": "unpack",
+    "list_rootfs": "unpack",
+    "overlay_supported": "unpack",
+    "remove_rootfs": "unpack",
+    "unmount_rootfs": "unpack",
+    "unpack": "unpack",
+    "DiskUsage": "usage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "AuthFile",

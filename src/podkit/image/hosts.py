@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import ipaddress
 import posixpath
-import ssl
 import threading
-import tomllib
 import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from podkit.image.errors import HostsConfigError
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["CAPABILITIES", "RegistryHost", "RegistryHosts", "default_server", "parse_hosts_toml"]
 
@@ -129,6 +130,8 @@ class RegistryHost:
     def _make_ssl(self, where: str) -> ssl.SSLContext | None:
         if self.scheme != "https" or not (self.ca or self.client or self.skip_verify):
             return None
+        import ssl  # only for hosts with their own TLS settings
+
         ctx = ssl.create_default_context()
         for ca in self.ca:
             try:
@@ -224,6 +227,8 @@ def parse_hosts_toml(text: str, base: Path, registry: str, *, source: str = "hos
     The ``[host]`` entries come first in file order, then the top-level entry: ``server`` or,
     without it, :func:`default_server` of ``registry`` with the top-level settings.
     """
+    import tomllib  # only when a hosts.toml exists
+
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
