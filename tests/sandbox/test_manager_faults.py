@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import attrs
@@ -15,6 +17,7 @@ import pytest
 
 from podkit import netns
 from podkit.errors import PodkitError
+from podkit.pods.steps import Step
 from podkit.sandbox import (
     SANDBOX_STEPS,
     ContainerState,
@@ -96,20 +99,47 @@ def test_real_pause_failure_is_undone(bridge: None, rootfs: Path, tmp_path: Path
     assert leaked(before) == []
 
 
-def test_network_and_files_failing_together_are_undone(
-    bridge: None, rootfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _failing(step: Step, exc: Exception, started: threading.Event,
+             first: threading.Event | None, then: threading.Event) -> Step:
+    """``step`` (``started`` set) doing its work, then (once ``first`` is set) raising ``exc``
+    (``then`` set)."""
+    def do(sb: Sandbox) -> None:
+        started.set()
+        step.do(sb)
+        if first is not None:
+            assert first.wait(10)
+            time.sleep(0.01)  # the first failure reaches the manager meanwhile
+        then.set()
+        raise exc
+
+    return attrs.evolve(step, do=do)
+
+
+@pytest.mark.parametrize("first", ["files", "pause", "network"])
+def test_network_and_the_pause_side_failing_together_are_undone(
+    bridge: None, rootfs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first: str
 ) -> None:
-    """CNI ADD (helper thread) and the pod files run at once: both fail after doing their work;
-    the files' error is raised with the network's as a note, and both are undone."""
+    """CNI ADD (helper thread) runs alongside the pod files and the pause: both sides fail
+    after doing their work; the first failure is raised with the other's as a note, and every
+    step of both sides is undone."""
     before = snapshot()
     base = tmp_path / "m"
     m = make_manager(base, rootfs)
-    monkeypatch.setitem(m.steps, "network", do_then_fail(m.steps["network"], Injected("network")))
-    monkeypatch.setitem(m.steps, "files", do_then_fail(m.steps["files"], Injected("files")))
+    side = "pause" if first == "network" else first
+    side_started, side_failed = threading.Event(), threading.Event()
+    net_failed = threading.Event()
+    monkeypatch.setitem(m.steps, "network", _failing(
+        m.steps["network"], Injected("network"), threading.Event(),
+        side_failed if first != "network" else side_started, net_failed))
+    monkeypatch.setitem(m.steps, side, _failing(
+        m.steps[side], Injected(side), side_started,
+        net_failed if first == "network" else None, side_failed))
     try:
-        with pytest.raises(Injected, match="files") as info:
+        with pytest.raises(Injected, match=first) as info:
             m.run_sandbox(pod_config())
-        assert any("network" in note for note in info.value.__notes__)
+        other = "pod files and pause" if first == "network" else "network setup"
+        assert info.value.__notes__ == [f"the {other} meanwhile failed too: "
+                                        f"{'network' if first != 'network' else side}"]
         monkeypatch.undo()
         assert m.list_sandboxes() == []
         assert leftovers(base, m) == []

@@ -1,0 +1,144 @@
+"""run_sandbox's overlap (no real parts): CNI ADD runs alongside the pod files and the pause
+(``pods.steps.network_alongside``); a failure of either side stops the other's next step,
+waits for what is in flight and raises the first failure with the other as a note; pods with
+network sysctls keep the pause after ADD (``pods.network.network_first``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from podkit.errors import PodkitError
+from podkit.pods.config import LinuxPodSandboxConfig, PodSandboxMetadata, SandboxConfig
+from podkit.pods.network import network_first
+from podkit.pods.steps import Step, network_alongside, network_and_files
+from podkit.sandbox import Sandbox
+
+WAIT = 10.0  # a guard against a hang, never reached when the code is right
+
+
+def sandbox(sysctls: dict[str, str] | None = None) -> Sandbox:
+    cfg = SandboxConfig(metadata=PodSandboxMetadata(name="p"),
+                        linux=LinuxPodSandboxConfig(sysctls=sysctls or {}))
+    return Sandbox(id="c" * 64, name="n", config=cfg, created_at=0)
+
+
+def step(do: Callable[[Sandbox], None]) -> Step:
+    return Step("network", do, lambda sb: None)
+
+
+class NetFailed(PodkitError):
+    """The network side's fault."""
+
+
+class SideFailed(PodkitError):
+    """The files/pause side's fault."""
+
+
+def test_both_sides_run_at_once() -> None:
+    """ADD waits for the pause to start and the pause for ADD to start: serial would hang."""
+    add_started, pause_started = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def add(sb: Sandbox) -> None:
+        add_started.set()
+        assert pause_started.wait(WAIT)
+        done.append("network")
+
+    def pause(sb: Sandbox) -> None:
+        assert add_started.wait(WAIT)
+        pause_started.set()
+        done.append("pause")
+
+    network_alongside(sandbox(), step(add), [lambda sb: done.append("files"), pause])
+    assert sorted(done) == ["files", "network", "pause"]
+    assert done.index("files") < done.index("pause")
+
+
+def test_network_failing_first_stops_the_next_step_and_waits_for_the_one_in_flight() -> None:
+    started, failed = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def add(sb: Sandbox) -> None:
+        assert started.wait(WAIT)
+        failed.set()
+        raise NetFailed("add")
+
+    def files(sb: Sandbox) -> None:
+        started.set()
+        assert failed.wait(WAIT)
+        time.sleep(0.01)  # the failure is recorded meanwhile
+        done.append("files")
+
+    with pytest.raises(NetFailed) as info:
+        network_alongside(sandbox(), step(add), [files, lambda sb: done.append("pause")])
+    assert done == ["files"]  # in flight: finished; the pause: never started
+    assert not getattr(info.value, "__notes__", [])
+
+
+def test_side_failing_first_waits_for_the_network_in_flight() -> None:
+    failed = threading.Event()
+    done: list[str] = []
+
+    def add(sb: Sandbox) -> None:
+        assert failed.wait(WAIT)
+        done.append("network")
+
+    def pause(sb: Sandbox) -> None:
+        failed.set()
+        raise SideFailed("pause")
+
+    with pytest.raises(SideFailed):
+        network_alongside(sandbox(), step(add), [pause])
+    assert done == ["network"]  # ADD completed before the error reached the caller
+
+
+@pytest.mark.parametrize("first", ["network", "side"])
+def test_both_failing_raise_the_first_with_the_other_as_a_note(first: str) -> None:
+    started, net_failed, side_failed = threading.Event(), threading.Event(), threading.Event()
+
+    def add(sb: Sandbox) -> None:
+        assert started.wait(WAIT)  # a side step not yet begun would not begin at all
+        if first == "side":
+            assert side_failed.wait(WAIT)
+            time.sleep(0.01)
+        net_failed.set()
+        raise NetFailed("add")
+
+    def pause(sb: Sandbox) -> None:
+        started.set()
+        if first == "network":
+            assert net_failed.wait(WAIT)
+            time.sleep(0.01)
+        side_failed.set()
+        raise SideFailed("pause")
+
+    with pytest.raises(NetFailed if first == "network" else SideFailed) as info:
+        network_alongside(sandbox(), step(add), [pause])
+    [note] = info.value.__notes__
+    if first == "network":
+        assert note == "the pod files and pause meanwhile failed too: pause"
+    else:
+        assert note == "the network setup meanwhile failed too: add"
+
+
+def test_network_and_files_runs_the_files_then_also() -> None:
+    done: list[str] = []
+    files = Step("files", lambda sb: done.append("files"), lambda sb: None)
+    network_and_files(sandbox(), step(lambda sb: None), files, lambda sb: done.append("bundle"))
+    assert done == ["files", "bundle"]
+
+
+@pytest.mark.parametrize(("sysctls", "first"), [
+    ({}, False),
+    ({"kernel.shm_rmid_forced": "1"}, False),
+    ({"network.x": "1"}, False),
+    ({"net.ipv4.ip_unprivileged_port_start": "0"}, True),
+    ({"kernel.msgmax": "1", "net.ipv4.conf.eth0.forwarding": "1"}, True),
+    ({"net/ipv4/conf/eth0.100/forwarding": "1"}, True),
+])
+def test_network_sysctls_keep_the_pause_after_add(sysctls: dict[str, str], first: bool) -> None:
+    assert network_first(sandbox(sysctls).config) is first
