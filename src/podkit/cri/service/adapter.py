@@ -20,6 +20,7 @@ from podkit.cri.service.core import CRIService
 from podkit.cri.service.errors import status_code_name, status_detail
 from podkit.cri.service.pods import PodAPI
 from podkit.cri.service.pulls import CredentialLookup
+from podkit.cri.service.wire import WIRE_METHODS, register
 from podkit.errors import ConflictError, InvalidArgumentError, PodkitError
 from podkit.sandbox import SandboxManager
 
@@ -57,12 +58,16 @@ STREAMING_METHODS = frozenset({"GetContainerEvents", "StreamPodSandboxes", "Stre
 """The server-streaming RPCs (the service method takes the stream's ``is_active``)."""
 
 
-def adapt(service: object, name: str) -> Callable[..., Any]:
+def adapt(service: object, name: str, *, wire: bool = False) -> Callable[..., Any]:
     """A gRPC handler for RPC ``name`` calling ``service.<name>``; any error aborts the call
-    with its status code and a bounded message."""
+    with its status code and a bounded message. With ``wire``, RPCs of
+    :data:`~podkit.cri.service.wire.WIRE_METHODS` call the service's twin returning the
+    serialized response (register with :func:`~podkit.cri.service.wire.register`)."""
     import grpc
 
     method = getattr(service, name, None)
+    if wire and name in WIRE_METHODS:
+        method = getattr(service, WIRE_METHODS[name], method)
 
     def fail(context: Any, exc: BaseException) -> None:
         code = getattr(grpc.StatusCode, status_code_name(exc))
@@ -99,9 +104,10 @@ def adapt(service: object, name: str) -> Callable[..., Any]:
 class Servicer:
     """A gRPC servicer whose methods ``names`` are :func:`adapt` handlers of ``service``."""
 
-    def __init__(self, service: object, names: tuple[str, ...]) -> None:
+    def __init__(self, service: object, names: tuple[str, ...], *, wire: bool = False,
+                 ) -> None:
         for name in names:
-            setattr(self, name, adapt(service, name))
+            setattr(self, name, adapt(service, name, wire=wire))
 
 
 class Server:
@@ -217,9 +223,9 @@ def serve(
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         max_workers=max_workers, thread_name_prefix="podkit-cri"),
         options=list((options or {}).items()))
-    runtime: Any = Servicer(service, RUNTIME_METHODS)
+    runtime: Any = Servicer(service, RUNTIME_METHODS, wire=True)
     images: Any = Servicer(service, IMAGE_METHODS)
-    api_pb2_grpc.add_RuntimeServiceServicer_to_server(runtime, server)
+    register(api_pb2_grpc.add_RuntimeServiceServicer_to_server, runtime, server)
     api_pb2_grpc.add_ImageServiceServicer_to_server(images, server)
     server.add_insecure_port(f"unix://{path}")
     server.start()

@@ -26,6 +26,7 @@ from podkit.cri.service.replies import (
     user_reply,
 )
 from podkit.cri.service.reply_cache import ReplyCache
+from podkit.cri.service.wire import one_item
 from podkit.errors import NotFoundError
 from podkit.sandbox import Container, Sandbox, SandboxFilter, SandboxState
 
@@ -75,8 +76,12 @@ class ServiceBase:
         self._users: dict[str, pb.ContainerUser | None] = {}
         self._cpu_samples: dict[str, tuple[int, int]] = {}
         self._pauses = procfs.PidWatches()  # the pause process of each READY pod, by pod ID
-        self._listed_containers: ReplyCache[pb.Container] = ReplyCache()
-        self._listed_pods: ReplyCache[pb.PodSandbox] = ReplyCache()
+        self._listed_containers: ReplyCache[pb.Container] = ReplyCache(
+            one_item(pb.ListContainersResponse, "containers"))
+        self._listed_pods: ReplyCache[pb.PodSandbox] = ReplyCache(
+            one_item(pb.ListPodSandboxResponse, "items"))
+        self._statuses: ReplyCache[pb.ContainerStatus] = ReplyCache(
+            one_item(pb.ContainerStatusResponse, "status"))
 
     # -- containers as the CRI sees them ----------------------------------------------------
 
@@ -94,18 +99,31 @@ class ServiceBase:
             rootfs=os.path.join(self.store.root, "containers", c.rootfs_key, "rootfs")
             if c.rootfs_key else "")
 
+    def _container_key(self, c: Container) -> tuple[object, ...]:
+        return (c.state, c.created_at, c.image_ref, c.image_id, c.image_digest, c.rootfs_key,
+                c.meta.get("user_specified_image", ""))
+
     def _container_item(self, c: Container) -> pb.Container:
         """``c`` as a ``ListContainers`` item (built again only when its state, config or
         image changed)."""
-        key = (c.state, c.created_at, c.image_ref, c.image_id, c.image_digest, c.rootfs_key,
-               c.meta.get("user_specified_image", ""))
-        return self._listed_containers.get(
-            c.id, key, c.config, lambda: container_to_cri(c, self._image_info(c)))
+        return self._listed_containers.get(c.id, self._container_key(c), c.config,
+                                           lambda: container_to_cri(c, self._image_info(c)))
+
+    def _container_wire(self, c: Container) -> bytes:
+        """:meth:`_container_item` as a serialized one-item ``ListContainersResponse``."""
+        return self._listed_containers.get_wire(
+            c.id, self._container_key(c), c.config,
+            lambda: container_to_cri(c, self._image_info(c)))
 
     def _sandbox_item(self, sb: Sandbox) -> pb.PodSandbox:
         """``sb`` as a ``ListPodSandbox`` item (built again only when its state changed)."""
         return self._listed_pods.get(sb.id, (sb.state, sb.created_at), sb.config,
                                      lambda: sandbox_to_cri(sb))
+
+    def _sandbox_wire(self, sb: Sandbox) -> bytes:
+        """:meth:`_sandbox_item` as a serialized one-item ``ListPodSandboxResponse``."""
+        return self._listed_pods.get_wire(sb.id, (sb.state, sb.created_at), sb.config,
+                                          lambda: sandbox_to_cri(sb))
 
     def _image_of(self, id: str) -> ContainerImage:
         try:
@@ -126,7 +144,18 @@ class ServiceBase:
         return user
 
     def _status(self, c: Container) -> pb.ContainerStatus:
-        return container_status_reply(c, self._image_info(c), self._user(c.id))
+        """``c``'s CRI status, built again only when any field of the record (a copy the
+        manager made for this call) or its user differs from the one it was built from."""
+        user = self._user(c.id)
+        return self._statuses.get(c.id, (c, user), c.config,
+                                  lambda: container_status_reply(c, self._image_info(c), user))
+
+    def _status_wire(self, c: Container) -> bytes:
+        """:meth:`_status` as a serialized ``ContainerStatusResponse`` holding only it."""
+        user = self._user(c.id)
+        return self._statuses.get_wire(
+            c.id, (c, user), c.config,
+            lambda: container_status_reply(c, self._image_info(c), user))
 
     def _forget(self, id: str) -> None:
         """Drop what the server caches about a removed container."""
@@ -134,6 +163,7 @@ class ServiceBase:
             self._users.pop(id, None)
             self._cpu_samples.pop(id, None)
         self._listed_containers.forget(id)
+        self._statuses.forget(id)
 
     def _streaming(self) -> StreamingURLs:
         if self.streaming is None:

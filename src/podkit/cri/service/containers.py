@@ -16,7 +16,7 @@ from podkit.cri.convert import (
 from podkit.cri.service.exits import ContainerEvents
 from podkit.cri.service.requests import command, required, with_field_prefix
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, quote
-from podkit.sandbox import ContainerFilter, ContainerState
+from podkit.sandbox import Container, ContainerFilter, ContainerState
 
 __all__ = ["ContainerRPCs"]
 
@@ -94,16 +94,27 @@ class ContainerRPCs(ContainerEvents):
         self._publish(id, pb.CONTAINER_DELETED_EVENT, sandbox_id)
         return pb.RemoveContainerResponse()
 
-    def ListContainers(self, request: pb.ListContainersRequest) -> pb.ListContainersResponse:
-        """Containers matching the filter (id prefix, state, pod, labels)."""
+    def _matching_containers(self, request: pb.ListContainersRequest) -> list[Container]:
         f = (container_filter_from_cri(request.filter) if request.HasField("filter")
              else ContainerFilter())
         items = self.manager.list_containers(f)
-        out = pb.ListContainersResponse()
-        out.containers.extend(self._container_item(c) for c in items)
         if not request.HasField("filter"):
-            self._listed_containers.retain({c.id for c in items})
+            ids = {c.id for c in items}
+            self._listed_containers.retain(ids)
+            self._statuses.retain(ids)
+        return items
+
+    def ListContainers(self, request: pb.ListContainersRequest) -> pb.ListContainersResponse:
+        """Containers matching the filter (id prefix, state, pod, labels)."""
+        out = pb.ListContainersResponse()
+        out.containers.extend([self._container_item(c)
+                               for c in self._matching_containers(request)])
         return out
+
+    def list_containers_wire(self, request: pb.ListContainersRequest) -> bytes:
+        """:meth:`ListContainers` serialized (what the gRPC server sends): the kept items'
+        bytes joined."""
+        return b"".join([self._container_wire(c) for c in self._matching_containers(request)])
 
     def ContainerStatus(self, request: pb.ContainerStatusRequest) -> pb.ContainerStatusResponse:
         """State, exit code and reason, times, image, mounts, log path, user."""
@@ -117,6 +128,13 @@ class ContainerRPCs(ContainerEvents):
                 "sandboxID": c.sandbox_id, "pid": c.pid, "cgroupsPath": c.cgroups_path,
                 "rootfs": img.rootfs, "imageRef": img.image_ref})
         return out
+
+    def container_status_wire(self, request: pb.ContainerStatusRequest) -> bytes:
+        """:meth:`ContainerStatus` serialized (the kept status's bytes unless verbose)."""
+        if request.verbose:
+            return self.ContainerStatus(request).SerializeToString()
+        return self._status_wire(self.manager.container_status(
+            required(request.container_id, "container_id")))
 
     def UpdateContainerResources(self, request: pb.UpdateContainerResourcesRequest,
                                  ) -> pb.UpdateContainerResourcesResponse:

@@ -84,7 +84,9 @@ class ContainerEvents(ServiceBase):
         ``publish=False`` it just records what is running and what already stopped.
         """
         containers = self.manager.list_containers()
-        self._listed_containers.retain({c.id for c in containers})  # removed past the service
+        ids = {c.id for c in containers}
+        self._listed_containers.retain(ids)  # removed past the service
+        self._statuses.retain(ids)
         for c in containers:
             exited = c.state == ContainerState.CONTAINER_EXITED
             if not publish:

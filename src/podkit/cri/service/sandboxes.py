@@ -17,7 +17,13 @@ from podkit.cri.service.exits import ContainerEvents
 from podkit.cri.service.replies import sandbox_status_to_cri
 from podkit.cri.service.requests import now, required, with_field_prefix
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, quote
-from podkit.sandbox import ContainerFilter, ContainerState, SandboxFilter, SandboxState
+from podkit.sandbox import (
+    ContainerFilter,
+    ContainerState,
+    Sandbox,
+    SandboxFilter,
+    SandboxState,
+)
 
 __all__ = ["SandboxRPCs"]
 
@@ -102,20 +108,30 @@ class SandboxRPCs(ContainerEvents):
                 "runtimeHandler": self.runtime_handler})
         return out
 
-    def ListPodSandbox(self, request: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
-        """Pods matching the filter (id prefix, state, labels)."""
+    def _matching_pods(self, request: pb.ListPodSandboxRequest) -> list[Sandbox]:
         f = (pod_sandbox_filter_from_cri(request.filter) if request.HasField("filter")
              else SandboxFilter())
-        out = pb.ListPodSandboxResponse()
         pods = self.manager.list_sandboxes(attrs.evolve(f, state=None))
         survey = self._pause_survey()  # one epoll_wait for every pause
+        out = []
         for sb in pods:
             fresh = self._fresh(sb, survey)
             if fresh is not None and (f.state is None or fresh.state == f.state):
-                out.items.append(self._sandbox_item(fresh))
+                out.append(fresh)
         if not request.HasField("filter"):
             self._listed_pods.retain({sb.id for sb in pods})
         return out
+
+    def ListPodSandbox(self, request: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
+        """Pods matching the filter (id prefix, state, labels)."""
+        out = pb.ListPodSandboxResponse()
+        out.items.extend([self._sandbox_item(sb) for sb in self._matching_pods(request)])
+        return out
+
+    def list_pod_sandbox_wire(self, request: pb.ListPodSandboxRequest) -> bytes:
+        """:meth:`ListPodSandbox` serialized (what the gRPC server sends): the kept items'
+        bytes joined."""
+        return b"".join([self._sandbox_wire(sb) for sb in self._matching_pods(request)])
 
     def PortForward(self, request: pb.PortForwardRequest) -> pb.PortForwardResponse:
         """The URL of a port-forward session into a ready pod."""
