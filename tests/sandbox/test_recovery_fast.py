@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from podkit.pods.recovery import live_ids
+from podkit.pods.recovery import PendingLiveIds, live_ids
 from podkit.runtime import RuntimeState
 from podkit.runtime.errors import OCIRuntimeError
 from podkit.runtime.testing import FakeRuntime
@@ -83,6 +84,46 @@ def test_live_ids_lets_other_errors_through() -> None:
     rt.list_error = RuntimeError("a bug, not a runtime answer")
     with pytest.raises(RuntimeError, match="a bug"):
         live_ids(rt)
+
+
+# -- PendingLiveIds: the list asked in a thread -----------------------------------------------
+
+class Held(Counting):
+    """``list`` waits until ``release`` is set; ``entered`` is set when it starts (and by which
+    thread in ``lister``)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.lister: threading.Thread | None = None
+
+    def list(self) -> list[RuntimeState]:
+        self.lister = threading.current_thread()
+        self.entered.set()
+        assert self.release.wait(30), "never released"
+        return super().list()
+
+
+def test_pending_live_ids_lists_in_a_thread_before_result_is_asked() -> None:
+    rt = Held(FakeRuntime())
+    rt.create("made", "/b")
+    pending = PendingLiveIds(rt)  # type: ignore[arg-type]
+    assert rt.entered.wait(30), "the list never started"
+    assert rt.lister is not threading.current_thread()
+    rt.release.set()
+    assert pending.result() == frozenset({"made"})
+    assert pending.result() == frozenset({"made"}) and rt.lists == 1  # asked once
+
+
+def test_pending_live_ids_answers_as_live_ids_does_on_errors() -> None:
+    rt = Counting(FakeRuntime())
+    rt.list_error = OCIRuntimeError("runc list: permission denied")
+    assert PendingLiveIds(rt).result() is None  # type: ignore[arg-type]
+    rt.list_error = RuntimeError("a bug, not a runtime answer")
+    pending = PendingLiveIds(rt)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="a bug"):
+        pending.result()
 
 
 # -- recover() with fakes ---------------------------------------------------------------------
@@ -157,6 +198,34 @@ def test_a_live_pod_the_list_skips_is_asked_and_stays_ready(tmp_path: Path,
         m.close()
 
 
+def test_recover_lists_while_the_records_load(tmp_path: Path, rootfs: Path) -> None:
+    rt, sup, ids = _three_pods_one_dead(tmp_path, rootfs)
+    held = Held(rt.inner)  # its list ends only once both kinds of records are loaded
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", held, None,  # type: ignore[arg-type]
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=sup)
+    load = m.records.load
+    listing_during_load: list[bool] = []
+
+    def load_while_listing(kind: str, cls: Any) -> Any:
+        listing_during_load.append(held.entered.wait(30) and not held.release.is_set())
+        out = load(kind, cls)
+        if kind == "containers":
+            held.release.set()
+        return out
+
+    m.records.load = load_while_listing  # type: ignore[method-assign]
+    try:
+        report = m.recover()
+        assert listing_during_load == [True, True]
+        assert report.errors == () and sorted(report.sandboxes) == sorted(ids)
+        assert (held.lists, held.states) == (1, [ids[1]])
+        assert _states(m, ids) == [READY, NOTREADY, READY]
+    finally:
+        held.release.set()
+        m.remove_all()
+        m.close()
+
+
 # -- recover() against runc and crun ----------------------------------------------------------
 
 def _kill_pause(m: SandboxManager, id: str) -> None:
@@ -189,6 +258,31 @@ def test_recover_real_runtime(bridge: None, busybox_rootfs: Path, tmp_path: Path
         assert (counting.lists, counting.states) == (1, [ids[2]])
         assert _states(m, ids) == [READY, READY, NOTREADY, READY]
         cgroups = [s.cgroups_path for s in m.list_sandboxes()]
+    finally:
+        m.remove_all()
+        m.close()
+    assert leftovers(tmp_path, m, cgroups) == []
+    assert leaked(before) == []
+
+
+@pytest.mark.integration
+def test_pending_live_ids_real_runc(bridge: None, busybox_rootfs: Path, tmp_path: Path) -> None:
+    require_binary("runc")
+    before = snapshot()
+    m = make_manager(tmp_path, busybox_rootfs, networks=False)
+    cgroups: list[str] = []
+    try:
+        ids = [m.run_sandbox(pod_config(host_network=True)).id for _ in range(3)]
+        cgroups = [s.cgroups_path for s in m.list_sandboxes()]
+        _kill_pause(m, ids[0])
+        assert PendingLiveIds(m.runtime).result() == frozenset(ids[1:]) == live_ids(m.runtime)
+        root = m.runtime.root  # type: ignore[attr-defined]
+        (tmp_path / "not-a-dir").write_text("")
+        m.runtime.root = tmp_path / "not-a-dir"  # type: ignore[attr-defined]
+        try:  # runc list fails: no answer, as live_ids gives
+            assert PendingLiveIds(m.runtime).result() is None is live_ids(m.runtime)
+        finally:
+            m.runtime.root = root  # type: ignore[attr-defined]
     finally:
         m.remove_all()
         m.close()

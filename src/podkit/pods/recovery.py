@@ -1,11 +1,13 @@
 """What ``SandboxManager.recover()`` sweeps besides the records: temp files of writes cut
 short and directories no record names (a crash between making them and recording them); and
-the one runtime ``list`` that tells which pods still run without a ``state`` call per pod."""
+the one runtime ``list`` that tells which pods still run without a ``state`` call per pod,
+asked in a thread (:class:`PendingLiveIds`) while the records load."""
 
 from __future__ import annotations
 
 import contextlib
 import shutil
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from podkit._files import sweep_atomic_temps
 from podkit.errors import PodkitError
 from podkit.runtime import Runtime
 
-__all__ = ["live_ids", "remove_orphan_dirs", "sweep_temps"]
+__all__ = ["PendingLiveIds", "live_ids", "remove_orphan_dirs", "sweep_temps"]
 
 _LIVE = frozenset(("running", "created", "paused"))  # what processes.running counts as running
 
@@ -27,6 +29,36 @@ def live_ids(runtime: Runtime) -> frozenset[str] | None:
         return frozenset(s.id for s in runtime.list() if s.status in _LIVE)
     except (PodkitError, OSError):
         return None
+
+
+class PendingLiveIds:
+    """:func:`live_ids` asked in a thread from construction: the runtime's ``list`` (a child
+    process) runs while the caller loads and checks the records; :meth:`result` waits for it.
+
+    ``list`` only reads the runtime's state, so a caller that fails before :meth:`result`
+    may leave the thread to end on its own.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+        self._ids: frozenset[str] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._ask, name="podkit-recover-list",
+                                        daemon=True)
+        self._thread.start()
+
+    def _ask(self) -> None:
+        try:
+            self._ids = live_ids(self._runtime)
+        except BaseException as exc:  # handed to the caller of result()
+            self._error = exc
+
+    def result(self) -> frozenset[str] | None:
+        """What :func:`live_ids` answered (its errors other than a failed listing raised here)."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._ids
 
 
 def sweep_temps(state_dir: Path, root_dir: Path, *, extra: Iterable[Path] = (),
