@@ -572,6 +572,7 @@ class SandboxManager(ContainerLifecycle):
         """
         rolled: builtins.list[str] = []
         errors: builtins.list[str] = []
+        live = recovery.PendingLiveIds(self.runtime)  # `list` runs while the records load
         for path in self._sweep_temps():
             _log.info("recover: removed %s (a write cut short)", path)
         # records this manager already holds stay the ones in use
@@ -579,7 +580,7 @@ class SandboxManager(ContainerLifecycle):
                                                     self.records.load("containers", Container))
         adopted_c = self._recover_containers(containers, sandboxes, rolled, errors)
         recovery.remove_orphan_dirs(self.root_dir, set(sandboxes), {c.id for c in containers})
-        adopted_s = self._recover_sandboxes(sandboxes.values(), rolled, errors)
+        adopted_s = self._recover_sandboxes(sandboxes.values(), live, rolled, errors)
         try:
             self._unmount_unused_pause_rootfs()
         except (PodkitError, OSError) as exc:
@@ -619,11 +620,12 @@ class SandboxManager(ContainerLifecycle):
                 adopted.append(c.id)
         return adopted
 
-    def _recover_sandboxes(self, sandboxes: Iterable[Sandbox], rolled: builtins.list[str],
+    def _recover_sandboxes(self, sandboxes: Iterable[Sandbox], pending: recovery.PendingLiveIds,
+                           rolled: builtins.list[str],
                            errors: builtins.list[str]) -> builtins.list[str]:
         """Undo the pods caught half-made or half-removed; adopt the rest (their IDs)."""
         adopted = []
-        live = recovery.live_ids(self.runtime)  # one list instead of a state call per pod
+        live = pending.result()  # one list instead of a state call per pod
         for sb in sandboxes:
             if sb.phase == "created":
                 if live is None or sb.id not in live:
