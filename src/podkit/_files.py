@@ -7,7 +7,7 @@ import errno
 import fcntl
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,22 +79,39 @@ def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
     Temp file in the same directory, fsync, chmod ``mode``, rename over ``path``, fsync the
     directory. On any error the temp file is removed and ``path`` is untouched.
     """
-    target = Path(path)
+    target = os.fspath(path)
+    directory, name = os.path.split(target)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                               suffix=_TEMP_SUFFIX)
+    fd, tmp = _open_temp(directory, name)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(target.parent)
+    fsync_dir(directory or ".")
+
+
+def _open_temp(directory: str, name: str) -> tuple[int, str]:
+    """A new private temp file ``.<name>.<8 random hex digits>.tmp`` in ``directory``
+    (what ``tempfile.mkstemp`` does, without its Python-level name generator and file
+    object: every record write pays for it)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}{_TEMP_SUFFIX}")
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temp file name", os.path.join(directory, name))
 
 
 def is_atomic_temp(name: str) -> bool:
