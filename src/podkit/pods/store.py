@@ -51,7 +51,8 @@ class RecordStore:
         """Write the record atomically (a crash leaves the old one or the new one)."""
         kind = "sandboxes" if isinstance(obj, Sandbox) else "containers"
         data = _converter.unstructure(obj)
-        atomic_write(self.path(kind, obj.id), json.dumps(data, indent=1), mode=RECORD_MODE)
+        # compact: json's C encoder (an indent makes it use the pure-Python one, ~5x slower)
+        atomic_write(self.path(kind, obj.id), json.dumps(data), mode=RECORD_MODE)
 
     def drop(self, kind: str, id: str) -> None:
         """Remove the record of ``id``; a missing one is fine."""
