@@ -344,6 +344,7 @@ def build_container_spec(
     host_capabilities: Sequence[str] | None = None,
     security: ContainerSecurity | None = None,
     cgroup_driver: str | None = None,
+    checked: bool = False,
 ) -> oci.Spec:
     """The OCI spec of an application container in ``pod`` (containerd's container spec).
 
@@ -357,9 +358,11 @@ def build_container_spec(
     here can grant, which ``ALL`` and ``privileged`` resolve to (default:
     ``oci.current_capabilities()`` of this process). ``cgroup_driver`` (``cgroupfs``,
     ``systemd``) gives the container its driver's cgroups path under the pod's
-    ``cgroup_parent``; without one, containerd's rule (``rules.cgroups_path``).
+    ``cgroup_parent``; without one, containerd's rule (``rules.cgroups_path``). ``checked``:
+    the caller ran :func:`check_container_config` on this config and pod already.
     """
-    check_container_config(config, pod)
+    if not checked:
+        check_container_config(config, pod)
     if security is None:
         security = resolve_security(config, apparmor_host=apparmor_host,
                                     host_capabilities=host_capabilities)
@@ -374,7 +377,9 @@ def build_container_spec(
         *_platform_opts(config, img, rootfs, security, cdi),
         oci.with_minimum_oci_version(),
     ]
-    return oci.generate(oci.default_spec(id, cgroup_namespace), *opts)
+    spec = oci.default_spec(id, cgroup_namespace)  # a new one: changed in place, not copied
+    oci.compose(*opts)(spec)
+    return spec
 
 
 def _process_opts(config: ContainerConfig, pod: PodContext, img: ImageDefaults,

@@ -4,8 +4,9 @@ application containers of its pods.
 ``ContainerLifecycle`` is a base class of ``SandboxManager`` (its public container methods are
 the manager's); it works on the state the manager sets up (the records, the registry, the
 supervisor and runtime) and asks the pod half only for a pod's namespaces and files. A
-container's record is written before each step it takes (``rootfs``, ``bundle``, ``runtime``),
-so a failure or a later ``recover()`` removes exactly what exists.
+container's record names each step before it can exist (``rootfs`` before the rootfs is made;
+``runtime`` with the bundle, so a start writes the record only once, after the runtime made
+the container), so a failure or a later ``recover()`` removes exactly what exists.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ class ContainerLifecycle:
                     build_config, pod, id=c.id, rootfs=rootfs, image=found.defaults,
                     target_pid_namespace=target, oom_score_floor=self.oom_score_floor,
                     cdi=self.cdi, security=sec, cgroup_driver=self.cgroup_driver,
+                    checked=True,
                 )
 
             if sb.config.log_directory and config.log_path:
@@ -199,12 +201,16 @@ class ContainerLifecycle:
         return str(made.path)
 
     def _write_bundle(self, c: Container, spec: oci.Spec) -> None:
-        """The bundle first, then the record (recover() removes bundles without a record)."""
+        """The bundle first, then the record (recover() removes bundles without a record).
+
+        The record names the ``runtime`` step already: the start that follows then writes
+        the record once (after the runtime made the container) instead of also before it.
+        """
         c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
         bundle = self._container_dir(c.id) / "bundle"
         bundle.mkdir(parents=True)
         spec.dump(bundle / "config.json")
-        c.steps = (*c.steps, "bundle")
+        c.steps = (*c.steps, "bundle", "runtime")
         c.phase = "created"
         self.records.save(c)
         self.registry.add_container(c, Bundle(bundle, spec))
@@ -259,8 +265,9 @@ class ContainerLifecycle:
         with self.registry.sandbox_lock(c.sandbox_id):
             if c.state != ContainerState.CONTAINER_CREATED:
                 raise ConflictError(f"container {id} is {c.state.name}, not CREATED")
-            c.steps = (*c.steps, "runtime")
-            self.records.save(c)
+            if "runtime" not in c.steps:  # a record of an older podkit
+                c.steps = (*c.steps, "runtime")
+                self.records.save(c)
             cfg = c.config
             started = _now()
             built = self.registry.take_bundle(id)
