@@ -59,6 +59,7 @@ from podkit.runtime.attach import ATTACH_STDERR as ATTACH_STDERR  # importable h
 from podkit.runtime.attach import ATTACH_STDOUT as ATTACH_STDOUT
 from podkit.runtime.attach import DEFAULT_DETACH_KEYS, Attachment, parse_detach_keys
 from podkit.runtime.base import ExecResult, ExitStatus, RuntimeState
+from podkit.runtime.bundle import Bundle
 from podkit.runtime.conmon_files import (
     META,
     PRIVATE_DIR,
@@ -269,16 +270,18 @@ class Conmon:
     ) -> ConmonContainer:
         """Create the container under a new conmon (``runtime create``); it is not started.
 
-        Returns once the runtime created it (the pid is known). On any failure the runtime's
-        own message is in the raised error and nothing is left: no conmon process, no state
-        directory, socket or FIFO, no runtime container.
+        ``bundle`` is a directory or a :class:`Bundle` (its spec is checked as it is, not
+        read again). Returns once the runtime created it (the pid is known). On any failure
+        the runtime's own message is in the raised error and nothing is left: no conmon
+        process, no state directory, socket or FIFO, no runtime container.
         """
         cdir = self.container_dir(id)
         self._resolve(self.conmon_binary, "conmon")
         bundle_path = Path(bundle).absolute()
         if not (bundle_path / "config.json").is_file():
             raise InvalidArgumentError(f"bundle {bundle_path} has no config.json")
-        check_bundle_resources(bundle_path)  # a controller the host lacks: refused up front
+        # a controller the host lacks: refused up front (a Bundle's spec is not read again)
+        check_bundle_resources(bundle.spec if isinstance(bundle, Bundle) else bundle_path)
         log = Path(log_path).absolute() if log_path is not None else cdir / "ctr.log"
         log_existed = log.exists()
         if not self.state_dir.exists():
@@ -326,7 +329,7 @@ class Conmon:
                 conmon_pid=conmon_pid, tty=tty, stdin=stdin, runtime=list(self._runtime_argv),
                 created=now_rfc3339(),
             )
-            atomic_write(cdir / META, json.dumps(record.to_dict(), indent=1),
+            atomic_write(cdir / META, json.dumps(record.to_dict()),
                          mode=PRIVATE_FILE)
             return record
         except BaseException:
