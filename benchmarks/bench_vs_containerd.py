@@ -43,6 +43,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from containerd import instance as ctrd
+from containerd.cpu import (
+    CpuGroup,
+    busy_fraction,
+    enter_argv,
+    proc_stat_busy,
+    process_seconds,
+)
 from containerd.images import (
     BIG,
     BUSYBOX,
@@ -53,7 +60,7 @@ from containerd.images import (
     pull_floor,
     registry,
 )
-from containerd.report import Row, as_json, env_int, render
+from containerd.report import Row, as_json, env_int, render, warm_median
 
 NETWORKS = {"podkit": ("pk-vs-podkit", "pkvs0", "10.91.0.0/16"),
             "containerd": ("pk-vs-containerd", "pkvs1", "10.92.0.0/16")}
@@ -71,6 +78,11 @@ class Side:
         self.channel: Any = None
         self.rt: Any = None
         self.img: Any = None
+        self.cpu: CpuGroup | None = None  # the cgroup the server and its helpers run in
+
+    def argv(self, argv: list[str]) -> list[str]:
+        """The server's command line, entering its CPU cgroup first when it has one."""
+        return argv if self.cpu is None else enter_argv(self.cpu.procs, argv)
 
     @property
     def address(self) -> str:
@@ -138,11 +150,11 @@ class PodkitSide(Side):
 
     def start(self) -> None:
         log = open(self.base / "podkit.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(self.argv(
             [sys.executable, *self.python_args, "-m", "podkit.cli", "cri", "serve",
              "--socket", str(self.socket), "--root", str(self.root),
              "--cni-conf-dir", str(self.conf_dir), "--cni-bin-dir", ctrd.CNI_BIN,
-             "--pause-image", PAUSE, "--registry-config-dir", str(self.hosts)],
+             "--pause-image", PAUSE, "--registry-config-dir", str(self.hosts)]),
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             env=self.env())
         log.close()
@@ -199,7 +211,7 @@ class ContainerdSide(Side):
         return self.instance.proc.pid
 
     def start(self) -> None:
-        self.instance.start()
+        self.instance.start(self.argv)
 
     def stop(self) -> None:
         self.disconnect()
@@ -325,14 +337,52 @@ def held_round(side: Side, rec: Recorder, pods: Sequence[tuple[str, str]], i: in
         pb.ListContainerStatsRequest(), timeout=60), keep)
     rec.timed(n, "Version (no-op: the gRPC floor)", lambda: rt.Version(
         pb.VersionRequest(), timeout=60), keep)
+    warm_round(side, rec, cid, keep)
 
 
-def make_pods(side: Side, count: int) -> tuple[float, list[tuple[str, str]]]:
-    """``count`` pods of pause + 1 container with concurrency 10; (wall seconds, ids)."""
+def warm_name(call: str) -> str:
+    return f"{call}, warm ({WARM} back-to-back)"
+
+
+def warm_round(side: Side, rec: Recorder, cid: str, keep: bool) -> None:
+    """The read calls :data:`WARM` times back to back each; the median of each is one sample
+    (the warm gRPC floor of each server beside the single cold call)."""
+    from podkit.cri import api_pb2 as pb
+
+    rt = side.rt
+    calls: dict[str, Callable[[], Any]] = {
+        "Version": lambda: rt.Version(pb.VersionRequest(), timeout=60),
+        "ContainerStatus": lambda: rt.ContainerStatus(
+            pb.ContainerStatusRequest(container_id=cid), timeout=60),
+        "ListContainers": lambda: rt.ListContainers(pb.ListContainersRequest(), timeout=60),
+        "ListPodSandbox": lambda: rt.ListPodSandbox(pb.ListPodSandboxRequest(), timeout=60),
+    }
+    for call, fn in calls.items():
+        value = warm_median(fn, WARM)
+        if keep:
+            rec.add(side.name, warm_name(call), value)
+
+
+def _readings(side: Side) -> tuple[float, float, tuple[int, int]]:
+    """CPU seconds of the server's cgroup and of the server process, and /proc/stat."""
+    group = side.cpu.seconds() if side.cpu is not None else 0.0
+    own = process_seconds(Path(f"/proc/{side.pid}/stat").read_text())
+    return group, own, proc_stat_busy(Path("/proc/stat").read_text())
+
+
+def make_pods(side: Side, count: int) -> tuple[float, list[tuple[str, str]], dict[str, float]]:
+    """``count`` pods of pause + 1 container with concurrency 10; (wall seconds, ids, CPU:
+    seconds per pod of the server with its helpers and of the server alone, machine busy)."""
+    before = _readings(side)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(CONCURRENCY) as pool:
         pods = list(pool.map(lambda _: run_pod(side), range(count)))
-    return time.perf_counter() - t0, pods
+    wall = time.perf_counter() - t0
+    after = _readings(side)
+    cpu = {CPU_CALLS[0]: (after[0] - before[0]) / count,
+           CPU_CALLS[1]: (after[1] - before[1]) / count,
+           CPU_CALLS[2]: 100 * busy_fraction(before[2], after[2])}
+    return wall, pods, cpu
 
 
 def tear_down(side: Side, pods: Sequence[tuple[str, str]]) -> float:
@@ -391,6 +441,10 @@ HELD_CALLS = ("ExecSync", "ContainerStatus", "ListPodSandbox", "ListContainers",
 STOP_REMOVE = "StopPodSandbox+RemovePodSandbox"
 SCALE_CALLS = ("create pods, concurrency 10", "restart: first full List",
                "tear down pods, concurrency 10")
+CPU_CALLS = ("create pods: CPU per pod, server + helpers",
+             "create pods: CPU per pod, server process", "create pods: machine CPU busy")
+WARM = 20
+WARM_CALLS = ("Version", "ContainerStatus", "ListContainers", "ListPodSandbox")
 
 
 def per_round(sides: Sequence[Side], rec: Recorder, rounds: int, ref: str,
@@ -414,8 +468,10 @@ def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int, count: int,
     the other server's pods present too (the harder case)."""
     pods = {}
     for side in reversed(sides):
-        wall, pods[side.name] = make_pods(side, count)
+        wall, pods[side.name], cpu = make_pods(side, count)
         rec.add(side.name, SCALE_CALLS[0], wall)
+        for call, value in cpu.items():
+            rec.add(side.name, call, value)
     with prof.phase(sides[0], "held"):
         for i in range(rounds + 1):
             order = list(sides) if i % 2 == 0 else list(reversed(sides))
@@ -439,7 +495,11 @@ def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
     rows.insert(4, Row(STOP_REMOVE, summed["podkit"], summed["containerd"]))
     rows.append(Row("PullImage vs floor fetch+sha256", t[("podkit", "PullImage")],
                     t[("floor", "PullImage")], second="floor"))
+    rows += [Row(c, t[("podkit", c)], t[("containerd", c)])
+             for c in (warm_name(c) for c in WARM_CALLS)]
     rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit="s") for c in SCALE_CALLS]
+    rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit=u)
+             for c, u in zip(CPU_CALLS, ("ms", "ms", "%"), strict=True)]
     rows += [Row(k, [mem["podkit"][k]], [mem["containerd"][k]], unit=u)
              for k, u in (("server RSS", "MB"), ("per-pod helper RSS", "MB"),
                           ("server open fds", "fds"))]
@@ -516,8 +576,10 @@ def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
         podkit, containerd = setup(base, host, layouts)
         instance = containerd.instance
         try:
+            for server in (podkit, containerd):
+                server.cpu = CpuGroup(f"pk-vs-{server.name}-{os.getpid()}")
             instance.cover_shim_dir()
-            instance.start()
+            containerd.start()
             for name in (PAUSE, BUSYBOX):
                 instance.import_archive(archive(layouts[name], base / "images" /
                                                 f"{name.rsplit('/', 1)[1]}.tar"))
@@ -538,6 +600,9 @@ def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
                 remove_everything(side)
             podkit.cleanup(NETWORKS["podkit"][1])
             instance.cleanup(NETWORKS["containerd"][1], NETWORKS["containerd"][0])
+            for server in (podkit, containerd):
+                if server.cpu is not None:
+                    server.cpu.remove()
     print(f"helpers with {scale} pods: podkit {mem['podkit']['helpers']:.0f} conmon, "
           f"containerd {mem['containerd']['helpers']:.0f} containerd-shim-runc-v2")
     return build_rows(rec, mem)

@@ -1,12 +1,15 @@
 """The pure parts of benchmarks/bench_vs_containerd.py: containerd's config.toml, the CNI
-conflist, the cleanup finders (mounts, iptables chains), the goals and the table. No
+conflist, the cleanup finders (mounts, iptables chains), the goals and the table, the CPU
+readings and the warm medians; the CPU cgroup against the real cgroup tree (integration). No
 containerd needed; the benchmark itself runs under ``make bench``."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-from containerd import instance, report  # noqa: E402
+from containerd import cpu, instance, report  # noqa: E402
 from containerd.images import BIG, hosts_dir, write_layout  # noqa: E402
 
 CRI = "io.containerd.grpc.v1.cri"
@@ -254,7 +257,8 @@ def test_build_rows_adds_stop_plus_remove_per_round_and_the_memory_rows() -> Non
     import bench_vs_containerd as bench
 
     rec = bench.Recorder()
-    calls = bench.ROUND_CALLS + bench.HELD_CALLS + bench.SCALE_CALLS
+    warm = tuple(bench.warm_name(c) for c in bench.WARM_CALLS)
+    calls = bench.ROUND_CALLS + bench.HELD_CALLS + bench.SCALE_CALLS + bench.CPU_CALLS + warm
     for side in ("podkit", "containerd", "floor"):
         for call in calls:
             for v in (0.01, 0.03):
@@ -269,3 +273,90 @@ def test_build_rows_adds_stop_plus_remove_per_round_and_the_memory_rows() -> Non
     assert rows["server RSS"].unit == "MB" and rows["server RSS"].ratio == 1.0
     assert set(rows) <= set(report.GOALS)  # every row has a goal entry (None: no goal)
     assert len(rows) == len(calls) + 5
+    assert [rows[c].unit for c in bench.CPU_CALLS] == ["ms", "ms", "%"]
+    assert {rows[c].unit for c in warm} == {"ms"} and len(warm) == 4
+    assert all(rows[c].goal is None for c in (*warm, *bench.CPU_CALLS))
+    names = list(rows)
+    assert names.index(warm[0]) > names.index("Version (no-op: the gRPC floor)")
+
+
+# -- CPU accounting (containerd/cpu.py) and the warm rows ---------------------------------------
+
+
+def test_cpu_stat_seconds_reads_usage_usec() -> None:
+    assert cpu.cpu_stat_seconds("usage_usec 2500000\nuser_usec 1\nsystem_usec 2\n") == 2.5
+    with pytest.raises(ValueError, match="usage_usec"):
+        cpu.cpu_stat_seconds("user_usec 1\n")
+
+
+def test_process_seconds_sums_utime_and_stime_past_an_odd_command_name() -> None:
+    rest = " ".join(["S", *["0"] * 10, "250", "150", "7", "9", *["0"] * 30])
+    assert cpu.process_seconds(f"42 (a b) c)) {rest}", ticks=100) == 4.0
+    own = cpu.process_seconds(Path("/proc/self/stat").read_text())
+    assert 0 < own < 3600
+
+
+def test_proc_stat_busy_and_the_busy_fraction() -> None:
+    text = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4 5 6 7 8\nintr 5\n"
+    assert cpu.proc_stat_busy(text) == (150, 1000)
+    assert cpu.busy_fraction((150, 1000), (450, 2000)) == 0.3
+    assert cpu.busy_fraction((1, 1), (1, 1)) == 0.0
+    with pytest.raises(ValueError, match="no cpu line"):
+        cpu.proc_stat_busy("intr 5\n")
+    busy, total = cpu.proc_stat_busy(Path("/proc/stat").read_text())
+    assert 0 < busy < total
+
+
+def test_enter_argv_writes_the_pid_that_then_runs_the_program(tmp_path: Path) -> None:
+    procs = tmp_path / "cgroup.procs"
+    out = subprocess.run(cpu.enter_argv(procs, ["sh", "-c", "echo $$"]), capture_output=True,
+                         text=True, check=True)
+    assert procs.read_text().strip() == out.stdout.strip()
+    gone = subprocess.run(cpu.enter_argv(tmp_path / "no" / "cgroup.procs", ["true"]),
+                          capture_output=True, check=False)
+    assert gone.returncode != 0  # no group, no program
+
+
+def test_warm_median_times_each_call() -> None:
+    ticks = iter([0.0, 1.0, 1.0, 4.0, 4.0, 6.0])
+    made: list[int] = []
+    assert report.warm_median(lambda: made.append(1), 3, clock=lambda: next(ticks)) == 2.0
+    assert len(made) == 3
+    with pytest.raises(ValueError, match="at least 1"):
+        report.warm_median(lambda: None, 0)
+
+
+def test_small_times_get_two_decimals() -> None:
+    line = report.render([_row("Version, warm (20 back-to-back)", [0.00055], [0.00061])],
+                         "t").splitlines()[3]
+    assert "| 0.55 / 0.55 ms " in line and "| 0.61 / 0.61 ms " in line and "| 0.90 " in line
+
+
+@pytest.mark.integration
+def test_cpu_group_counts_what_runs_in_it_and_goes_away() -> None:
+    from support import require_isolated, require_root
+
+    require_root()
+    require_isolated()
+    group = cpu.CpuGroup(f"pk-vs-test-{os.getpid()}")
+    try:
+        assert group.seconds() == 0.0
+        spin = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+        proc = subprocess.Popen(cpu.enter_argv(group.procs, ["sh", "-c", spin]))
+        assert proc.wait(60) == 0
+        used = group.seconds()
+        assert 0.05 < used < 60
+        assert group.procs.read_text() == ""  # the process has gone with its time counted
+        sleeper = subprocess.Popen(cpu.enter_argv(group.procs, ["sleep", "30"]))
+        for _ in range(50):
+            if str(sleeper.pid) in group.procs.read_text().split():
+                break
+            time.sleep(0.1)
+        assert str(sleeper.pid) in group.procs.read_text().split()
+        group.remove()  # moves the sleeper out first
+        assert not group.path.exists()
+        sleeper.kill()
+        sleeper.wait()
+    finally:
+        group.remove()
+    assert not group.path.exists()

@@ -18,7 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 CNI_BIN = "/usr/lib/cni"
@@ -256,9 +256,10 @@ class Containerd:
                        check=True)
         self._mounted_shim_dir = True
 
-    def start(self) -> None:
+    def start(self, argv: Callable[[list[str]], list[str]] = list) -> None:
+        """Start containerd (``argv`` may wrap its command line, e.g. to enter a cgroup)."""
         log = open(self.base / "containerd.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(["containerd", "--config", str(self.config_path)],
+        self.proc = subprocess.Popen(argv(["containerd", "--config", str(self.config_path)]),
                                      stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                      start_new_session=True)
         log.close()
