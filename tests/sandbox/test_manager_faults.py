@@ -127,13 +127,15 @@ def test_network_and_the_pause_side_failing_together_are_undone(
     m = make_manager(base, rootfs)
     side = "pause" if first == "network" else first
     side_started, side_failed = threading.Event(), threading.Event()
-    net_failed = threading.Event()
+    net_started, net_failed = threading.Event(), threading.Event()
+    # each side fails once the other is under way (a side that failed stops the other's
+    # next step), the second only after the first failed
     monkeypatch.setitem(m.steps, "network", _failing(
-        m.steps["network"], Injected("network"), threading.Event(),
+        m.steps["network"], Injected("network"), net_started,
         side_failed if first != "network" else side_started, net_failed))
     monkeypatch.setitem(m.steps, side, _failing(
         m.steps[side], Injected(side), side_started,
-        net_failed if first == "network" else None, side_failed))
+        net_failed if first == "network" else net_started, side_failed))
     try:
         with pytest.raises(Injected, match=first) as info:
             m.run_sandbox(pod_config())

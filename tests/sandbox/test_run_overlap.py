@@ -53,7 +53,7 @@ def test_both_sides_run_at_once() -> None:
         pause_started.set()
         done.append("pause")
 
-    network_alongside(sandbox(), step(add), [lambda sb: done.append("files"), pause])
+    network_alongside(sandbox(), [add], [(lambda sb: done.append("files"), 0), (pause, 0)])
     assert sorted(done) == ["files", "network", "pause"]
     assert done.index("files") < done.index("pause")
 
@@ -74,7 +74,7 @@ def test_network_failing_first_stops_the_next_step_and_waits_for_the_one_in_flig
         done.append("files")
 
     with pytest.raises(NetFailed) as info:
-        network_alongside(sandbox(), step(add), [files, lambda sb: done.append("pause")])
+        network_alongside(sandbox(), [add], [(files, 0), (lambda sb: done.append("pause"), 0)])
     assert done == ["files"]  # in flight: finished; the pause: never started
     assert not getattr(info.value, "__notes__", [])
 
@@ -92,7 +92,7 @@ def test_side_failing_first_waits_for_the_network_in_flight() -> None:
         raise SideFailed("pause")
 
     with pytest.raises(SideFailed):
-        network_alongside(sandbox(), step(add), [pause])
+        network_alongside(sandbox(), [add], [(pause, 0)])
     assert done == ["network"]  # ADD completed before the error reached the caller
 
 
@@ -117,12 +117,72 @@ def test_both_failing_raise_the_first_with_the_other_as_a_note(first: str) -> No
         raise SideFailed("pause")
 
     with pytest.raises(NetFailed if first == "network" else SideFailed) as info:
-        network_alongside(sandbox(), step(add), [pause])
+        network_alongside(sandbox(), [add], [(pause, 0)])
     [note] = info.value.__notes__
     if first == "network":
         assert note == "the pod files and pause meanwhile failed too: pause"
     else:
         assert note == "the network setup meanwhile failed too: add"
+
+
+def test_a_step_waits_for_the_netns_and_not_for_add() -> None:
+    """The pause (needs 1) starts once the netns (the first network step) exists, while ADD
+    (the second) still waits for it."""
+    done: list[str] = []
+    pause_started = threading.Event()
+
+    def add(sb: Sandbox) -> None:
+        assert pause_started.wait(WAIT)
+        done.append("network")
+
+    def pause(sb: Sandbox) -> None:
+        pause_started.set()
+        done.append("pause")
+
+    network_alongside(sandbox(), [lambda sb: done.append("netns"), add],
+                      [(lambda sb: done.append("files"), 0), (pause, 1)])
+    assert done.index("netns") < done.index("pause") < done.index("network")
+
+
+def test_a_failed_netns_stops_both_sides() -> None:
+    """The netns fails: ADD is not run, nor the pause that waits for the netns; the files
+    step under way completes first."""
+    done: list[str] = []
+    started, netns_failed = threading.Event(), threading.Event()
+
+    def netns(sb: Sandbox) -> None:
+        assert started.wait(WAIT)
+        netns_failed.set()
+        raise NetFailed("netns")
+
+    def files(sb: Sandbox) -> None:
+        started.set()
+        assert netns_failed.wait(WAIT)
+        done.append("files")
+
+    with pytest.raises(NetFailed, match="netns"):
+        network_alongside(sandbox(), [netns, lambda sb: done.append("network")],
+                          [(files, 0), (lambda sb: done.append("pause"), 1)])
+    assert done == ["files"]
+
+
+def test_a_failed_side_stops_the_network_before_add() -> None:
+    """The files fail while the netns is being made: ADD is not started."""
+    done: list[str] = []
+    files_failed = threading.Event()
+
+    def netns(sb: Sandbox) -> None:
+        assert files_failed.wait(WAIT)
+        time.sleep(0.01)  # the failure is recorded meanwhile
+        done.append("netns")
+
+    def files(sb: Sandbox) -> None:
+        files_failed.set()
+        raise SideFailed("files")
+
+    with pytest.raises(SideFailed):
+        network_alongside(sandbox(), [netns, lambda sb: done.append("network")], [(files, 0)])
+    assert done == ["netns"]
 
 
 def test_network_and_files_runs_the_files_then_also() -> None:

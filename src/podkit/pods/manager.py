@@ -283,8 +283,8 @@ class SandboxManager(ContainerLifecycle):
         return sb
 
     def _take_steps(self, sb: Sandbox) -> None:
-        """Each step in order; CNI ADD alongside the files and the pause (or the files alone
-        when the pod's network sysctls must wait for it: ``network.network_first``).
+        """Each step in order; the netns and CNI ADD alongside the files and the pause (the
+        files alone when the pod's network sysctls must wait for ADD: ``network_first``).
 
         The record on disk lists every step before the first is taken (one write: undoing a
         step not taken is harmless, so a kill anywhere leaves a record recover() can undo);
@@ -300,20 +300,19 @@ class SandboxManager(ContainerLifecycle):
         sb.steps = tuple(planned)
         self.records.save(sb)  # the first save also reserves the name on disk
         sb.steps = ()
-        todo = builtins.list(planned)
-        while todo:
-            step = todo.pop(0)
-            if step != "network":
-                sb.steps = (*sb.steps, step)
-                self.steps[step].do(sb)
-                continue
-            along = todo[:1] if network.network_first(sb.config) else todo[:]
-            del todo[:len(along)]
-            sb.steps = (*sb.steps, step, *along)
-            dos = [self.steps[s].do for s in along]
-            if "pause" in todo:  # its bundle, at least, while CNI runs
-                dos.append(self.sandbox_steps.write_pause_bundle)
-            network_alongside(sb, self.steps["network"], dos)
+        net = [s for s in planned if s in ("netns", "network")]
+        rest = [s for s in planned if s not in net]
+        if net:  # the netns and CNI ADD on a helper thread, the files and the pause here
+            along = rest[:1] if network.network_first(sb.config) else rest
+            rest = rest[len(along):]
+            sb.steps = (*net, *along)
+            side = [(self.steps[s].do, 0 if s == "files" else 1) for s in along]  # 1: the netns
+            if "pause" in rest:  # its bundle, at least, while CNI runs
+                side.append((self.sandbox_steps.write_pause_bundle, 0))
+            network_alongside(sb, [self.steps[s].do for s in net], side)
+        for step in rest:
+            sb.steps = (*sb.steps, step)
+            self.steps[step].do(sb)
 
     def _undo_sandbox(self, sb: Sandbox) -> builtins.list[BaseException]:
         """Undo every recorded step in reverse; the record keeps the steps that failed."""

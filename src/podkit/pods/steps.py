@@ -13,6 +13,7 @@ a manager's table to make a step fail.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -240,37 +241,51 @@ def pinned_kinds(sb: Sandbox) -> list[str]:
     return kinds if sb.host_network else [*kinds, "uts"]
 
 
-def network_alongside(sb: Sandbox, network_step: Step,
-                      steps: Sequence[Callable[[Sandbox], None]]) -> None:
-    """CNI ADD on a helper thread while this one does ``steps`` in order (the pod files, then
-    the pause bundle or the pause itself): none of them needs the CNI result, only the netns.
+def network_alongside(sb: Sandbox, network: Sequence[Callable[[Sandbox], None]],
+                      steps: Sequence[tuple[Callable[[Sandbox], None], int]]) -> None:
+    """``network`` in order on a helper thread (the netns, then CNI ADD) while this one does
+    ``steps`` in order (the pod files, the pause bundle, the pause): none needs the CNI result;
+    each waits until as many ``network`` steps as its number are done (the pause: the netns).
 
     Every step was recorded before either side starts, and undoing one not taken is harmless,
-    so a failure of either side rolls back the same way: this side takes no further step once
-    ADD failed, and an ADD in flight is waited for. The first failure is raised, the other's
-    is a note on it.
+    so a failure of either side rolls back the same way: neither side takes a further step
+    once the other failed, and one in flight is waited for. The first failure is raised, the
+    other's is a note on it.
     """
     failures: list[tuple[str, BaseException]] = []
-    lock = threading.Lock()
+    done = [0]
+    change = threading.Condition()
 
     def failed(side: str, exc: BaseException) -> None:
-        with lock:
+        with change:
             failures.append((side, exc))
+            change.notify_all()
 
-    def add() -> None:
+    def ready(needs: int) -> bool:
+        return bool(failures) or done[0] >= needs
+
+    def run_network() -> None:
         try:
-            network_step.do(sb)
+            for do in network:
+                if failures:
+                    return
+                do(sb)
+                with change:
+                    done[0] += 1
+                    change.notify_all()
         except BaseException as exc:  # handed to the caller
             failed("network setup", exc)
 
-    thread = threading.Thread(target=add, name=f"cni-add-{sb.id[:12]}")
+    thread = threading.Thread(target=run_network, name=f"cni-add-{sb.id[:12]}")
     thread.start()
     try:
-        for do in steps:
+        for do, needs in steps:
+            with change:
+                change.wait_for(functools.partial(ready, needs))
             if failures:
                 break
             do(sb)
-    except BaseException as exc:  # raised below, once ADD is done
+    except BaseException as exc:  # raised below, once the network side is done
         failed("pod files and pause", exc)
     finally:
         thread.join()
@@ -285,7 +300,8 @@ def network_and_files(sb: Sandbox, network_step: Step, files_step: Step,
                       also: Callable[[Sandbox], None] | None = None) -> None:
     """The pod files (then ``also``) while CNI ADD runs: :func:`network_alongside` with those
     (the name earlier versions used)."""
-    network_alongside(sb, network_step, [files_step.do, *([also] if also else [])])
+    side = [(files_step.do, 0), *([(also, 0)] if also else [])]
+    network_alongside(sb, [network_step.do], side)
 
 
 def at_once(jobs: Sequence[Callable[[], None]]) -> list[BaseException | None]:
