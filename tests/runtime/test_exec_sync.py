@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,8 +27,9 @@ from podkit.oci import codec
 from podkit.runtime import Runc, RuntimeTimeoutError
 from podkit.runtime.base import ExecResult
 from podkit.runtime.conmon import Conmon
-from podkit.runtime.errors import NotFoundError
+from podkit.runtime.errors import NotFoundError, OCIRuntimeError
 from podkit.runtime.io import EXEC_SYNC_OUTPUT_MAX
+from podkit.runtime.monitor import is_subreaper, set_subreaper
 from podkit.runtime.supervise import ConmonSupervisor, InProcessSupervisor, Supervisor
 from support import require_binary, require_isolated
 
@@ -48,7 +49,8 @@ class Pod:
     (alive or zombie) in ``/proc`` however they were started.
     """
 
-    def __init__(self, sup: Supervisor, runc: Runc, tmp: Path, rootfs: Path) -> None:
+    def __init__(self, sup: Supervisor, runc: Runc, tmp: Path, rootfs: Path,
+                 process: dict[str, object] | None = None) -> None:
         self.sup, self.runc = sup, runc
         self.id = f"pk-es-{uuid.uuid4().hex[:8]}"
         self.tool = f"busybox{uuid.uuid4().hex[:6]}"
@@ -60,6 +62,8 @@ class Pod:
         mount = {"destination": "/x", "type": "bind", "source": os.fspath(tools),
                  "options": ["rbind", "ro"]}
         config = busybox_config(rootfs, ["sleep", "1000"], f"/{self.id}", mounts=[mount])
+        if process is not None:
+            config["process"] = {**config["process"], **process}  # type: ignore[dict-item]
         (bundle / "config.json").write_text(json.dumps(config))
         self.init = sup.start(self.id, bundle, log_path=tmp / "logs" / "init.log")
 
@@ -136,15 +140,17 @@ def test_both_streams_full_at_once_and_newline_dense(pod: Pod) -> None:
     assert hashlib.sha256(res.stderr).hexdigest() == hashlib.sha256(expected).hexdigest()
 
 
-def test_a_background_child_holding_the_pipes_does_not_hold_exec_sync(pod: Pod) -> None:
-    # the shell exits at once; its child keeps stdout and stderr open for 8 s. exec_sync
-    # returns when the shell's exit is reported, without waiting for EOF: under conmon the child
-    # still runs then (a foreground `runc exec` / `crun exec` waits for it by itself)
-    res = pod.exec_sync(f"echo started; /x/{pod.tool} sleep 8 & exit 0", timeout=30)
+def test_a_background_child_holding_the_pipes(pod: Pod) -> None:
+    # the shell exits once its child runs; the child keeps stdout and stderr open for 3 s. A
+    # foreground `runc exec` copies the output through pipes of its own and returns once they
+    # are closed: the child is gone when exec_sync returns (as with containerd 1.6). `crun exec`
+    # hands the process exec_sync's own pipes and returns at the shell's exit: the child runs on
+    script = (f"echo started; /x/{pod.tool} sleep 3 & "
+              f"until grep -q {pod.tool} /proc/$!/comm; do :; done; exit 0")
+    res = pod.exec_sync(script, timeout=30)
     assert (res.exit_code, res.stdout, res.stderr) == (0, b"started\n", b"")
     alive = [pid for pid, (state, _) in pod.tool_procs().items() if state != "Z"]
-    if isinstance(pod.sup, ConmonSupervisor):
-        assert len(alive) == 1
+    assert len(alive) == (1 if pod.runc.name == "crun" else 0)
     for pid in alive:
         os.kill(pid, 9)
 
@@ -206,36 +212,92 @@ def test_no_descriptor_or_thread_left_and_descriptors_past_1024_work(pod: Pod) -
 # -- a timeout while the runtime is still starting the process (issue 13) --------------------
 
 
+STEPS = 60
+BUDGET = 20.0  # seconds of timeouts per runtime: 180 tries here, 30 in the slow v2 guest
+
+
+def test_a_timeout_anywhere_in_the_exec_start_leaves_only_init(pod: Pod) -> None:
+    # timeouts spread from almost 0 to one whole exec of `true`: some fire before the runtime
+    # forks, some while its helpers clone the process, some after the process runs but before
+    # the runtime wrote --pid-file (it sits in its own session then, out of the runtime's
+    # process group). After each, the container holds its init alone and nothing is left over.
+    # The window is a few percent of an exec's start: 180 tries hit it in ~99 % of runs
+    start = time.monotonic()
+    pod.sup.exec_sync(pod.id, ["true"], 60)
+    whole = time.monotonic() - start
+    tries = max(STEPS // 2, min(3 * STEPS, int(BUDGET / whole)))
+    for step in range(tries):
+        timeout = whole * (step % STEPS + 1 + step // STEPS / 3) / STEPS
+        with pytest.raises(RuntimeTimeoutError):
+            pod.sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], timeout)
+        assert pod.runc.ps(pod.id) == [pod.init], f"timeout {timeout:.4f} s (try {step})"
+        assert pod.tool_procs() == {}, f"timeout {timeout:.4f} s (try {step})"
+
+
+# -- the conmon supervisor execs without conmon, as conmon did --------------------------------
+
+SETTINGS = {"user": {"uid": 1000, "gid": 1001, "additionalGids": [5]}, "cwd": "/bin",
+            "env": ["PATH=/bin", "FOO=bar baz"],
+            "capabilities": {k: ["CAP_CHOWN", "CAP_KILL"]
+                             for k in ("bounding", "effective", "permitted")},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 200, "soft": 150}]}
+# (the hard limit only: runc 1.1.5's Go runtime puts back the soft NOFILE limit it inherited)
+SCRIPT = ("id; pwd; echo \"$FOO\"; grep -E '^(CapBnd|NoNewPrivs)' /proc/self/status; "
+          "ulimit -Hn; [ -t 0 ] || echo no-tty; read x || echo stdin-eof; "
+          "echo out > /dev/stdout; echo err > /dev/stderr; exit 4")
+
+
 @pytest.fixture
-def runc_pod(runc: Runc, tmp_path: Path, busybox_rootfs: Path) -> Iterator[Pod]:
-    p = Pod(InProcessSupervisor(runc), runc, tmp_path, busybox_rootfs)
+def conmon_pod(runc: Runc, tmp_path: Path, busybox_rootfs: Path) -> Iterator[Pod]:
+    require_binary("conmon")
+    sup = ConmonSupervisor(Conmon(runc, state_dir=tmp_path / "cm"))
+    p = Pod(sup, runc, tmp_path, busybox_rootfs, process=SETTINGS)
     yield p
     with contextlib.suppress(NotFoundError):
-        p.sup.delete(p.id, force=True)
+        sup.delete(p.id, force=True)
     assert runc.list() == []
     unified = Path("/sys/fs/cgroup/unified")
     if not os.path.ismount(unified):
         shutil.rmtree(unified / p.id, ignore_errors=True)
 
 
-STEPS = 60
-BUDGET = 20.0  # seconds of timeouts per runtime: 180 tries here, 30 in the slow v2 guest
+def test_the_containers_own_process_settings_as_under_conmon(
+    conmon_pod: Pod, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup = conmon_pod.sup
+    assert isinstance(sup, ConmonSupervisor)
+    under_conmon = sup.conmon.exec_sync(conmon_pod.id, ["sh", "-c", SCRIPT], 30)
+    monkeypatch.setattr(sup.conmon, "exec_sync", None)  # no conmon for the supervisor's exec
+    direct = sup.exec_sync(conmon_pod.id, ["sh", "-c", SCRIPT], 30)
+    assert direct == under_conmon
+    lines = direct.stdout.decode().splitlines()
+    assert lines[0] == "uid=1000(app) gid=1001 groups=5"
+    assert lines[1:] == ["/bin", "bar baz", "CapBnd:\t0000000000000021", "NoNewPrivs:\t1",
+                         "200", "no-tty", "stdin-eof", "out"]
+    assert (direct.exit_code, direct.stderr) == (4, b"err\n")
 
 
-def test_a_timeout_anywhere_in_the_exec_start_leaves_only_init(runc_pod: Pod) -> None:
-    # timeouts spread from almost 0 to one whole exec of `true`: some fire before the runtime
-    # forks, some while its helpers clone the process, some after the process runs but before
-    # the runtime wrote --pid-file (it sits in its own session then, out of the runtime's
-    # process group). After each, the container holds its init alone and nothing is left over.
-    # The window is a few percent of an exec's start: 180 tries hit it in ~99 % of runs
-    pod = runc_pod
-    start = time.monotonic()
-    pod.runc.exec_sync(pod.id, ["true"], 60)
-    whole = time.monotonic() - start
-    tries = max(STEPS // 2, min(3 * STEPS, int(BUDGET / whole)))
-    for step in range(tries):
-        timeout = whole * (step % STEPS + 1 + step // STEPS / 3) / STEPS
-        with pytest.raises(RuntimeTimeoutError):
-            pod.runc.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], timeout)
-        assert pod.runc.ps(pod.id) == [pod.init], f"timeout {timeout:.4f} s (try {step})"
-        assert pod.tool_procs() == {}, f"timeout {timeout:.4f} s (try {step})"
+def _error(call: Callable[[], object]) -> type[BaseException]:
+    with pytest.raises(Exception) as info:
+        call()
+    return info.type
+
+
+def test_errors_as_under_conmon_and_no_subreaper(conmon_pod: Pod) -> None:
+    pod, sup = conmon_pod, conmon_pod.sup
+    assert isinstance(sup, ConmonSupervisor)
+    set_subreaper(False)  # an earlier in-process test may have made this process one
+    assert sup.exec_sync(pod.id, ["true"], 30).exit_code == 0
+    missing = _error(lambda: sup.exec_sync(pod.id, ["/nonexistent"], 30))
+    assert missing is _error(lambda: sup.conmon.exec_sync(pod.id, ["/nonexistent"], 30))
+    assert missing is not AssertionError and issubclass(missing, OCIRuntimeError)
+    with pytest.raises(RuntimeTimeoutError):
+        sup.exec_sync(pod.id, [f"/x/{pod.tool}", "sleep", "100"], 0.5)
+    assert pod.tool_procs() == {}
+    assert _error(lambda: sup.exec_sync("pk-es-nope", ["true"])) is NotFoundError
+    assert _error(lambda: sup.conmon.exec_sync("pk-es-nope", ["true"])) is NotFoundError
+    sup.stop(pod.id, timeout=1)
+    stopped = _error(lambda: sup.exec_sync(pod.id, ["true"], 30))
+    assert stopped is _error(lambda: sup.conmon.exec_sync(pod.id, ["true"], 30))
+    assert issubclass(stopped, OCIRuntimeError)
+    assert not is_subreaper()

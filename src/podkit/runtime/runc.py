@@ -27,7 +27,7 @@ import signal as _signal
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from podkit import _files, oci
 from podkit.errors import InvalidArgumentError
@@ -51,10 +51,10 @@ from podkit.runtime.errors import (
     RuntimeTimeoutError,
     UnsupportedOperationError,
 )
-from podkit.runtime.io import IO, CappedOutput, NullIO
+from podkit.runtime.exec_sync import exec_files, run_capped
+from podkit.runtime.io import IO, NullIO
 from podkit.runtime.monitor import (
     Monitor,
-    PidFileProcess,
     Subscription,
     default_monitor,
     kill_pid_file,
@@ -697,29 +697,34 @@ class Runc:
         if not args:
             raise InvalidArgumentError(f"exec_sync into {id}: empty command")
         self._monitor()
-        with self._scratch.use() as tmp:
-            fd, pid_path = tempfile.mkstemp(dir=tmp, prefix=f"{id}-sync-", suffix=".pid")
-            os.close(fd)
-            os.unlink(pid_path)
-            argv = exec_args(id, args, pid_path, self._merged_env(id, env), cwd, user)
-            try:
-                with CappedOutput() as output, PidFileProcess(pid_path) as victim:
-                    try:
-                        res = self._run(argv, io=output, capture=False,
-                                        timeout=timeout if timeout is not None else 0,
-                                        check=False, on_timeout=victim.kill)
-                    except BaseException:  # timed out (or interrupted): runc killed mid-way
-                        victim.kill()  # the pid file may have appeared while runc was killed
-                        victim.wait_gone()
-                        raise
-                    stdout, stderr = output.finish()
-                if res.returncode != 0 and logged_error(res.log):
-                    raise self._error(res.returncode, self.command(*argv), res.log)
-                rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
-                return ExecResult(exit_code=rc, stdout=stdout, stderr=stderr)
-            finally:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(pid_path)
+        merged = self._merged_env(id, env)
+        return self._exec_capped(
+            id, lambda pid, _: exec_args(id, args, pid, merged, cwd, user), timeout, None)
+
+    def exec_sync_process(
+        self, id: str, process: oci.Process | Mapping[str, Any], timeout: float | None = None
+    ) -> ExecResult:
+        """``exec_sync`` of a whole process spec (``exec --process``, no terminal), without the
+        monitor: this process does not become a child subreaper (for containers under conmon)."""
+        _files.validate_id(id, "container ID")
+        spec = codec.unstructure(process) if isinstance(process, oci.Process) else dict(process)
+        if not spec.get("args") or spec.get("terminal"):
+            raise InvalidArgumentError(f"exec_sync into {id}: no args, or a terminal asked for")
+        return self._exec_capped(
+            id, lambda pid, path: ["exec", "--process", path, "--pid-file", pid, id], timeout, spec)
+
+    def _exec_capped(
+        self, id: str, args_for: Callable[[str, str], builtins.list[str]],
+        timeout: float | None, spec: Mapping[str, Any] | None,
+    ) -> ExecResult:
+        """``run_capped`` of ``args_for(pid file, spec file)``, ``spec`` written to the latter."""
+        with self._scratch.use() as tmp, exec_files(tmp, id, spec) as (pid_path, spec_path):
+            argv = args_for(pid_path, spec_path)
+            return run_capped(
+                lambda output, on_timeout: self._run(
+                    argv, io=output, capture=False, check=False, on_timeout=on_timeout,
+                    timeout=timeout if timeout is not None else 0),
+                pid_path, lambda res: self._error(res.returncode, self.command(*argv), res.log))
 
     # -- supervision ---------------------------------------------------------------------------
     def wait(self, id: str, timeout: float | None = None) -> ExitStatus:

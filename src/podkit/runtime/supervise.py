@@ -9,7 +9,8 @@ and stops it:
   console socket) into a :class:`~podkit.runtime.logs.CRILogWriter`. For scripts that outlive
   their containers: when this process exits, nobody logs or reaps any more.
 * :class:`ConmonSupervisor` wraps :class:`~podkit.runtime.conmon.Conmon`; containers outlive
-  the process, and a new process finds them again through the state dir.
+  the process, and a new process finds them again through the state dir. ``exec_sync`` runs
+  the runtime's exec from this process (it need not outlive it), not under a new conmon.
 
 Both write the same log format and return the same values, so callers (the sandbox layer)
 pick a mode with one constructor.
@@ -32,6 +33,7 @@ from podkit.runtime.base import ExecResult, ExitStatus
 from podkit.runtime.conmon import Attachment, Conmon
 from podkit.runtime.console import Console, ConsoleSocket
 from podkit.runtime.errors import NotFoundError, NotRunningError, RuntimeTimeoutError
+from podkit.runtime.exec_sync import container_process
 from podkit.runtime.io import PipeIO
 from podkit.runtime.logs import STDERR, STDOUT, CRILogWriter
 from podkit.runtime.runc import Runc
@@ -149,8 +151,19 @@ class ConmonSupervisor:
     def exec_sync(
         self, id: str, args: Sequence[str], timeout: float | None = None
     ) -> ExecResult:
-        """Exec under a short-lived conmon."""
-        return self.conmon.exec_sync(id, args, timeout)
+        """The runtime's exec run from this process with the container's own process settings.
+
+        An exec_sync need not outlive this process, so no conmon is started for it; this process
+        does not become a child subreaper either (``Runc.exec_sync_process``). A runtime other
+        than ``Runc`` still goes through ``Conmon.exec_sync``.
+        """
+        runtime = self.conmon.runtime
+        if not isinstance(runtime, Runc):
+            return self.conmon.exec_sync(id, args, timeout)
+        record = self.conmon.get(id)  # NotFoundError for a container conmon never ran
+        if timeout is not None and timeout <= 0:
+            raise InvalidArgumentError(f"invalid exec timeout {timeout}: must be > 0")
+        return runtime.exec_sync_process(id, container_process(record.bundle, args), timeout)
 
     def attach(self, id: str) -> Attachment:
         """Connect to conmon's attach socket."""
