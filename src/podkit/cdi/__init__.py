@@ -5,6 +5,9 @@
 >>> cache.inject_devices(spec, ["vendor.com/gpu=0"])  # doctest: +SKIP
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from podkit.cdi.annotations import (
     ANNOTATION_PREFIX,
     AnnotationError,
@@ -30,7 +33,6 @@ from podkit.cdi.cache import (
     generate_transient_spec_name,
 )
 from podkit.cdi.default import configure, default_cache, inject_devices, refresh
-from podkit.cdi.edits import EditError, apply_edits, merge_edits
 from podkit.cdi.names import (
     InvalidNameError,
     is_qualified_name,
@@ -42,31 +44,79 @@ from podkit.cdi.names import (
     validate_device_name,
     validate_vendor_name,
 )
-from podkit.cdi.spec import (
-    CURRENT_VERSION,
-    HOOK_NAMES,
-    KNOWN_VERSIONS,
-    NO_PERMISSIONS,
-    ContainerEdits,
-    Device,
-    DeviceNode,
-    Hook,
-    IntelRdt,
-    Mount,
-    NetDevice,
-    Spec,
-    SpecError,
-    load_spec,
-    minimum_required_version,
-    model_to_dict,
-    parse_spec,
-    run_spec_validators,
-    validate_container_edits,
-    validate_env,
-    validate_spec,
-    validate_version,
-)
 from podkit.cdi.validator import SpecValidator, get_spec_validator, set_spec_validator
+
+if TYPE_CHECKING:
+    from podkit.cdi.edits import EditError, apply_edits, merge_edits
+    from podkit.cdi.spec import (
+        CURRENT_VERSION,
+        HOOK_NAMES,
+        KNOWN_VERSIONS,
+        NO_PERMISSIONS,
+        ContainerEdits,
+        Device,
+        DeviceNode,
+        Hook,
+        IntelRdt,
+        Mount,
+        NetDevice,
+        Spec,
+        SpecError,
+        load_spec,
+        minimum_required_version,
+        model_to_dict,
+        parse_spec,
+        run_spec_validators,
+        validate_container_edits,
+        validate_env,
+        validate_spec,
+        validate_version,
+    )
+
+# The spec models, parsers and edits, imported on first use (PEP 562): a CRI server needs the
+# cache and the annotations before its first reply, not the models and PyYAML.
+_LAZY: dict[str, str] = {
+    "EditError": "edits",
+    "apply_edits": "edits",
+    "merge_edits": "edits",
+    "CURRENT_VERSION": "spec",
+    "HOOK_NAMES": "spec",
+    "KNOWN_VERSIONS": "spec",
+    "NO_PERMISSIONS": "spec",
+    "ContainerEdits": "spec",
+    "Device": "spec",
+    "DeviceNode": "spec",
+    "Hook": "spec",
+    "IntelRdt": "spec",
+    "Mount": "spec",
+    "NetDevice": "spec",
+    "Spec": "spec",
+    "SpecError": "spec",
+    "load_spec": "spec",
+    "minimum_required_version": "spec",
+    "model_to_dict": "spec",
+    "parse_spec": "spec",
+    "run_spec_validators": "spec",
+    "validate_container_edits": "spec",
+    "validate_env": "spec",
+    "validate_spec": "spec",
+    "validate_version": "spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ANNOTATION_PREFIX",

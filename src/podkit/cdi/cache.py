@@ -23,26 +23,22 @@ import stat as _stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import attrs
 
 from podkit import _files, oci
 from podkit.cdi import names as _names
 from podkit.cdi import validator as _validator
-from podkit.cdi.edits import EditError, StatFunc, apply_edits, merge_edits
-from podkit.cdi.spec import (
-    ContainerEdits,
-    Device,
-    Spec,
-    SpecError,
-    dump_spec,
-    minimum_required_version,
-    run_spec_validators,
-    spec_from_file_data,
-    validate_spec,
-)
+from podkit.cdi.errors import SpecError
 from podkit.cdi.watch import ALL_CHANGED, SpecDirWatcher
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
+
+# The spec models, parsers and edits are imported where a spec is read, written or applied:
+# a cache over directories without spec files (a CRI server's usual start) never needs them.
+if TYPE_CHECKING:
+    from podkit.cdi.edits import StatFunc
+    from podkit.cdi.spec import ContainerEdits, Device, Spec
 
 __all__ = [
     "DEFAULT_DYNAMIC_DIR",
@@ -339,6 +335,12 @@ class Cache:
             return None
         except OSError as e:
             return f'failed to load CDI Spec: failed to read CDI Spec "{path}": {e.strerror}'
+        try:  # the parsers and edits, with the first spec file (out of fds: an error like a read's)
+            from podkit.cdi import edits as _edits  # noqa: F401  # resolve() and inject_devices()
+            from podkit.cdi.spec import spec_from_file_data
+        except OSError as e:
+            os.close(fd)
+            return f'failed to load CDI Spec: failed to read CDI Spec "{path}": {e.strerror}'
         try:
             st = os.fstat(fd)
             if not _stat.S_ISREG(st.st_mode):
@@ -530,6 +532,8 @@ class Cache:
             edits.append(dev.device.container_edits)
         if unresolved:
             raise UnresolvableDevicesError(unresolved)
+        from podkit.cdi.edits import merge_edits
+
         return merge_edits(edits)
 
     def inject_devices(self, oci_spec: oci.Spec | None, names: Iterable[str]) -> list[str]:
@@ -546,6 +550,8 @@ class Cache:
             raise InvalidArgumentError(
                 f"can't inject devices: expected podkit.oci.Spec, got {type(oci_spec).__name__}"
             )
+        from podkit.cdi.edits import EditError, apply_edits
+
         requested = list(names)
         merged = self.resolve(requested)
         try:
@@ -571,6 +577,13 @@ class Cache:
         needs unless ``cdi_version`` says otherwise. The spec validators run first; if one
         rejects the spec nothing is written. Returns the path written.
         """
+        from podkit.cdi.spec import (
+            dump_spec,
+            minimum_required_version,
+            run_spec_validators,
+            validate_spec,
+        )
+
         path = self._target(name, "write to")
         version = cdi_version if cdi_version is not None else minimum_required_version(spec)
         spec = attrs.evolve(spec, cdi_version=version)

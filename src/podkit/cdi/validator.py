@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from podkit.cdi.models import Spec
+if TYPE_CHECKING:  # the models load with the first spec, not with this module
+    from podkit.cdi.models import Spec
 
 __all__ = ["SpecValidator", "get_spec_validator", "set_spec_validator", "validator_generation"]
 
-SpecValidator = Callable[[Spec], None]
+SpecValidator = Callable[["Spec"], None]
 """Raises to reject a spec; returns ``None`` to accept it."""
 
 _lock = threading.Lock()
