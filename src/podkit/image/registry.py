@@ -17,16 +17,14 @@ is always verified against the digest asked for, whichever host served it.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import re
-import ssl
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from podkit.image.auth import AuthSource, Credentials
 from podkit.image.descriptor import (
@@ -46,11 +44,17 @@ from podkit.image.errors import (
     UnsupportedMediaTypeError,
 )
 from podkit.image.hosts import RegistryHost, RegistryHosts
-from podkit.image.layout import resolve_platform_manifest
 from podkit.image.progress import Progress, ProgressCallback
 from podkit.image.reference import Reference, parse_reference
 from podkit.image.store import Image, ImageStore
-from podkit.image.transport import NETWORK_ERRORS, Transport
+
+# The HTTP side (http.client, urllib, email) and the layout code load with the first request,
+# not with the client: a CRI server makes its Registry at start and may never pull.
+if TYPE_CHECKING:
+    import http.client
+    import ssl
+
+    from podkit.image.transport import Transport
 
 __all__ = ["Credentials", "Registry", "RegistryHosts", "pull", "push"]
 
@@ -131,11 +135,28 @@ class Registry:
             scheme = None if plain_http is None else ("http" if plain_http else "https")
             hosts = RegistryHosts(scheme=scheme)
         self.hosts = hosts
-        self.transport = Transport(auth=auth, timeout=timeout, retries=retries,
-                                   backoff=backoff, ssl_context=ssl_context)
+
+        def make_transport() -> Transport:
+            from podkit.image.transport import Transport
+
+            return Transport(auth=auth, timeout=timeout, retries=retries, backoff=backoff,
+                             ssl_context=ssl_context)
+
+        self._make_transport = make_transport
+        self._transport: Transport | None = None
+        self._transport_lock = threading.Lock()
         self.max_workers = max(1, max_workers)
         self._down: dict[str, float] = {}  # host URL -> until when it is asked last
         self._down_lock = threading.Lock()
+
+    @property
+    def transport(self) -> Transport:
+        """The requests to the hosts (auth, retries, TLS), made on first use."""
+        if self._transport is None:
+            with self._transport_lock:
+                if self._transport is None:
+                    self._transport = self._make_transport()
+        return self._transport
 
     @property
     def retries(self) -> int:
@@ -228,6 +249,8 @@ class Registry:
 
     def _get_manifest_from(self, ref: Reference, endpoint: RegistryHost, reference: str,
                            expect: Descriptor | None, what: str) -> tuple[Descriptor, bytes]:
+        from podkit.image.transport import NETWORK_ERRORS
+
         attempt = 0
         while True:
             try:
@@ -293,6 +316,10 @@ class Registry:
 
     def _download(self, ref: Reference, endpoint: RegistryHost, desc: Descriptor, writer: Any,
                   what: str, progress: ProgressCallback | None) -> None:
+        from http.client import IncompleteRead
+
+        from podkit.image.transport import NETWORK_ERRORS
+
         headers = {}
         if writer.offset:
             headers["Range"] = f"bytes={writer.offset}-"
@@ -318,7 +345,7 @@ class Registry:
                     writer.write(buf[:n])
                     if progress:
                         progress(Progress(desc.digest, "copying", writer.offset, desc.size))
-            except (http.client.IncompleteRead, *NETWORK_ERRORS) as e:
+            except (IncompleteRead, *NETWORK_ERRORS) as e:
                 raise _Interrupted(str(e) or type(e).__name__) from None
             if writer.offset < desc.size:  # http.client reports an early close as EOF
                 raise _Interrupted(f"connection closed after {writer.offset} bytes")
@@ -340,6 +367,8 @@ class Registry:
                 if desc.digest not in cache:
                     cache[desc.digest] = self._get_manifest(reference, desc.digest, desc)[1]
                 return cache[desc.digest]
+
+            from podkit.image.layout import resolve_platform_manifest
 
             manifest_desc, _ = resolve_platform_manifest(read, target, want, str(reference))
             manifest = parse_manifest(read(manifest_desc), manifest_desc.media_type,
