@@ -64,6 +64,23 @@ def test_a_lazy_name_is_its_module_s_object_on_first_use() -> None:
     assert same == [True] * 6
 
 
+_REGISTRY = """
+import json, sys
+from podkit.image import Registry
+r = Registry(retries=5, timeout=7.0)
+before = "podkit.image.transport" in sys.modules or "http.client" in sys.modules
+first = r.transport
+print(json.dumps([before, "http.client" in sys.modules, first is r.transport,
+                  [r.retries, r.timeout, first.retries]]))
+"""
+
+
+def test_a_registry_makes_its_transport_on_first_use() -> None:
+    out = subprocess.run([sys.executable, "-c", _REGISTRY], capture_output=True, text=True,
+                         check=True).stdout
+    assert json.loads(out) == [False, True, True, [5, 7.0, 5]]
+
+
 @pytest.mark.parametrize("package", ["podkit.cdi", "podkit.image"])
 def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
     module = __import__(package, fromlist=["_"])
