@@ -13,6 +13,7 @@ import builtins
 import contextlib
 import functools
 import logging
+import operator
 import os
 import secrets
 import signal as _signal
@@ -65,6 +66,15 @@ from podkit.runtime import Conmon, ConmonSupervisor, Runc, Runtime, Supervisor
 __all__ = ["SandboxManager"]
 
 _log = logging.getLogger("podkit.sandbox")
+
+
+_FIELDS = tuple(a.name for a in attrs.fields(Sandbox))
+_values = operator.attrgetter(*_FIELDS)
+
+
+def _copy(sb: Sandbox) -> Sandbox:
+    """``attrs.evolve(sb)`` in half the time (every ListPodSandbox copies every pod)."""
+    return Sandbox(**dict(zip(_FIELDS, _values(sb), strict=True)))
 
 
 def _now() -> int:
@@ -534,7 +544,7 @@ class SandboxManager(ContainerLifecycle):
         """Pods matching ``filter`` (all by default), oldest first."""
         f = filter or SandboxFilter()
         # a pod whose undo failed is listed (NOTREADY): remove retries it
-        items = [attrs.evolve(s) for s in self.registry.sandboxes() if s.phase != "creating"]
+        items = [_copy(s) for s in self.registry.sandboxes() if s.phase != "creating"]
         return sorted(
             (s for s in items
              if s.id.startswith(f.id) and (f.state is None or s.state == f.state)
