@@ -68,8 +68,11 @@ class Registry:
 
     def sandbox_lock(self, id: str) -> threading.RLock:
         """The lock of pod ``id`` (made on first use)."""
-        with self._lock:
-            return self._sandbox_locks.setdefault(id, threading.RLock())
+        lock = self._sandbox_locks.get(id)  # one dict read: a List asks once per container
+        if lock is None:
+            with self._lock:
+                lock = self._sandbox_locks.setdefault(id, threading.RLock())
+        return lock
 
     def add_sandbox(self, sb: Sandbox) -> None:
         with self._lock:
