@@ -5,17 +5,25 @@ network sysctls keep the pause after ADD (``pods.network.network_first``)."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
+from podkit import oci
 from podkit.errors import PodkitError
 from podkit.pods.config import LinuxPodSandboxConfig, PodSandboxMetadata, SandboxConfig
 from podkit.pods.network import network_first
-from podkit.pods.steps import Step, network_alongside, network_and_files
-from podkit.sandbox import Sandbox
+from podkit.pods.pause import PauseRootfs
+from podkit.pods.sandbox_spec import build_sandbox_spec
+from podkit.pods.steps import SandboxSteps, Step, network_alongside, network_and_files
+from podkit.runtime.testing import FakeRuntime
+from podkit.sandbox import PauseConfig, Sandbox
+
+from ._fakes import FakeSupervisor
 
 WAIT = 10.0  # a guard against a hang, never reached when the code is right
 
@@ -202,3 +210,28 @@ def test_network_and_files_runs_the_files_then_also() -> None:
 ])
 def test_network_sysctls_keep_the_pause_after_add(sysctls: dict[str, str], first: bool) -> None:
     assert network_first(sandbox(sysctls).config) is first
+
+
+def test_the_pause_bundle_is_written_without_fsync(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pause's config.json is the spec the builder makes, written with no fsync (nothing
+    needs it after a power loss; containerd's bundles have none either)."""
+    rootfs = tmp_path / "rootfs"
+    rootfs.mkdir()
+    rt, pause = FakeRuntime(), PauseConfig(rootfs=str(rootfs))
+    steps = SandboxSteps(root_dir=tmp_path / "root", supervisor=FakeSupervisor(rt), runtime=rt,
+                         pause=PauseRootfs(pause, None),
+                         networks=lambda: None, oom_score_floor=0)
+    sb = sandbox({"kernel.shm_rmid_forced": "1"})
+    sb.netns_path = "/run/netns/x"
+    steps.sandbox_dir(sb.id).mkdir(parents=True)
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    steps.write_pause_bundle(sb)
+    assert synced == []
+    written = oci.Spec.load(steps.sandbox_dir(sb.id) / "bundle" / "config.json")
+    want = build_sandbox_spec(sb.config, id=sb.id, files=steps.files(sb), args=pause.args,
+                              env=pause.env, rootfs=str(rootfs), netns_path=sb.netns_path,
+                              oom_score_floor=0)
+    assert written == want
+    assert sb.cgroups_path and sb.cgroups_path == want.linux.cgroups_path  # type: ignore[union-attr]

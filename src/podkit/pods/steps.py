@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import shutil
@@ -189,7 +190,9 @@ class SandboxSteps:
             oom_score_floor=self.oom_score_floor, cgroup_driver=self.cgroup_driver,
         )
         sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
-        spec.dump(bundle / "config.json")
+        # no fsync (containerd's bundles have none): the runtime reads it at once, and nothing
+        # needs it after a power loss, which ends the pause (undoing the pod needs no bundle)
+        (bundle / "config.json").write_text(json.dumps(spec.to_dict()) + "\n")
 
     def do_pause(self, sb: Sandbox) -> None:
         """Create and start the pause under the supervisor (its rootfs mounted meanwhile)."""
