@@ -38,6 +38,7 @@ import builtins
 import contextlib
 import datetime as _dt
 import errno
+import functools
 import json
 import math
 import os
@@ -55,6 +56,7 @@ from podkit import _proc, oci
 from podkit._files import atomic_write, validate_id
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
+from podkit.runtime.alongside import Alongside
 from podkit.runtime.attach import ATTACH_STDERR as ATTACH_STDERR  # importable here as before
 from podkit.runtime.attach import ATTACH_STDOUT as ATTACH_STDOUT
 from podkit.runtime.attach import DEFAULT_DETACH_KEYS, Attachment, parse_detach_keys
@@ -74,6 +76,7 @@ from podkit.runtime.conmon_files import (
     read_int_file,
 )
 from podkit.runtime.conmon_procs import Launcher, open_pidfd, reap_if_child
+from podkit.runtime.conmon_sync import read_sync
 from podkit.runtime.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -127,6 +130,11 @@ class ConmonRuntime(Protocol):
     def delete(self, id: str, force: bool = False) -> None:
         """``runtime delete``."""
         ...
+
+
+def _flags(**on: bool) -> builtins.list[str]:
+    """conmon's switches for the keywords that are true (``no_pivot`` -> ``--no-pivot``)."""
+    return ["--" + name.replace("_", "-") for name, value in on.items() if value]
 
 
 class Conmon:
@@ -267,13 +275,15 @@ class Conmon:
         stdin_once: bool = False,
         no_pivot: bool = False,
         no_new_keyring: bool = False,
+        alongside: Alongside | None = None,
     ) -> ConmonContainer:
         """Create the container under a new conmon (``runtime create``); it is not started.
 
         ``bundle`` is a directory or a :class:`Bundle` (its spec is checked as it is, not
         read again). Returns once the runtime created it (the pid is known). On any failure
         the runtime's own message is in the raised error and nothing is left: no conmon
-        process, no state directory, socket or FIFO, no runtime container.
+        process, no state directory, socket or FIFO, no runtime container. ``alongside`` is
+        begun once the runtime created it, while its record is written (:meth:`run`'s start).
         """
         cdir = self.container_dir(id)
         self._resolve(self.conmon_binary, "conmon")
@@ -310,16 +320,8 @@ class Conmon:
             ]
             if self.log_size_max:
                 args += ["--log-size-max", str(self.log_size_max)]
-            if tty:
-                args.append("--terminal")
-            if stdin:
-                args.append("--stdin")
-                if not stdin_once:
-                    args.append("--leave-stdin-open")
-            if no_pivot:
-                args.append("--no-pivot")
-            if no_new_keyring:
-                args.append("--no-new-keyring")
+            args += _flags(terminal=tty, stdin=stdin, leave_stdin_open=stdin and not stdin_once,
+                           no_pivot=no_pivot, no_new_keyring=no_new_keyring)
             argv = self._conmon_argv(id, *args)
             messages = self._spawn(argv, cdir, self.start_timeout, want=1)
             pid = messages[0][0]
@@ -329,10 +331,13 @@ class Conmon:
                 conmon_pid=conmon_pid, tty=tty, stdin=stdin, runtime=list(self._runtime_argv),
                 created=now_rfc3339(),
             )
-            atomic_write(cdir / META, json.dumps(record.to_dict()),
-                         mode=PRIVATE_FILE)
+            if alongside is not None:
+                alongside.begin()
+            atomic_write(cdir / META, json.dumps(record.to_dict()), mode=PRIVATE_FILE)
             return record
         except BaseException:
+            if alongside is not None:
+                alongside.wait()  # its start ends before the container is deleted
             self._cleanup(id, cdir, bundle_path, None if log_existed else log)
             raise
 
@@ -403,46 +408,7 @@ class Conmon:
         self, fd: int, argv: builtins.list[str], timeout: float | None, want: int,
         launcher: _Launcher | None = None,
     ) -> builtins.list[tuple[int, str | None]]:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        buf = b""
-        messages: builtins.list[tuple[int, str | None]] = []
-        while len(messages) < want:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise RuntimeTimeoutError(f"conmon did not report within {timeout}s", argv)
-            watch = [fd]
-            if launcher is not None and launcher.pidfd >= 0:
-                watch.append(launcher.pidfd)
-                launcher_left = launcher.left()
-                left = launcher_left if left is None else min(left, launcher_left)
-            ready = wait_readable(watch, left)
-            if launcher is not None and launcher.pidfd >= 0:
-                if launcher.pidfd in ready:
-                    launcher.reap()
-                elif launcher.left() <= 0:
-                    raise RuntimeTimeoutError("conmon did not daemonize in time", argv)
-            if fd not in ready:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            buf += chunk
-            while b"\n" in buf and len(messages) < want:
-                line, buf = buf.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                    data = int(obj["data"])
-                except (ValueError, KeyError, TypeError):
-                    raise OCIRuntimeError(
-                        f"unexpected message from conmon on the sync pipe: {line[:200]!r}", argv
-                    ) from None
-                message = obj.get("message")
-                messages.append((data, message if isinstance(message, str) else None))
-                if data < 0:
-                    return messages
-        return messages
+        return read_sync(fd, argv, timeout, want, launcher)
 
     def _cleanup(
         self, id: str, cdir: Path, bundle: Path, own_log: Path | None
@@ -518,10 +484,12 @@ class Conmon:
     def run(
         self, id: str, bundle: str | os.PathLike[str], **kwargs: Any
     ) -> ConmonContainer:
-        """:meth:`create` then :meth:`start`; a failing start deletes the container."""
-        record = self.create(id, bundle, **kwargs)
+        """:meth:`create` then :meth:`start` (begun while the record is written); a failing
+        start deletes the container."""
+        starting = Alongside(functools.partial(self.runtime.start, id))
+        record = self.create(id, bundle, alongside=starting, **kwargs)
         try:
-            self.runtime.start(id)
+            starting.result()
         except BaseException:
             self.delete(id, force=True)
             raise
