@@ -12,7 +12,6 @@ the container), so a failure or a later ``recover()`` removes exactly what exist
 from __future__ import annotations
 
 import builtins
-import operator
 import secrets
 import shutil
 import signal
@@ -59,13 +58,17 @@ def _now() -> int:
     return time.time_ns()
 
 
-_FIELDS = tuple(a.name for a in attrs.fields(Container))
-_values = operator.attrgetter(*_FIELDS)
-
-
 def _copy(c: Container) -> Container:
-    """``attrs.evolve(c)`` in a third less time (every List copies every record)."""
-    return Container(**dict(zip(_FIELDS, _values(c), strict=True)))
+    """``attrs.evolve(c)`` in 40 % of its time (every List copies every record); every field
+    by name (tests/cri/test_reply_wire.py checks none is left out)."""
+    return Container(
+        id=c.id, sandbox_id=c.sandbox_id, name=c.name, config=c.config, state=c.state,
+        created_at=c.created_at, started_at=c.started_at, finished_at=c.finished_at,
+        exit_code=c.exit_code, reason=c.reason, message=c.message, log_path=c.log_path,
+        pid=c.pid, cgroups_path=c.cgroups_path, phase=c.phase, steps=c.steps,
+        pid_namespace_owner=c.pid_namespace_owner, image_ref=c.image_ref,
+        rootfs_key=c.rootfs_key, image_id=c.image_id, image_digest=c.image_digest,
+        meta=c.meta)
 
 
 class ContainerLifecycle:

