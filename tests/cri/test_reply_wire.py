@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from cri.helpers import Harness, container_config, pod_config
@@ -19,6 +20,9 @@ from podkit import procfs
 from podkit.cri import api_pb2 as pb
 from podkit.cri.service import CRIService, adapter, base, wire
 from podkit.image import ImageStore
+from podkit.pods.containers import _copy as container_copy
+from podkit.pods.manager import _copy as sandbox_copy
+from podkit.pods.records import Container, Sandbox
 from podkit.pods.testing import FakeNetworks, FakePodManager
 
 
@@ -321,3 +325,17 @@ def test_real_server_answers_every_change_at_once_over_grpc(quiet: Harness) -> N
     finally:
         for sid, _ in pods:
             quiet.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
+
+
+# -- the manager's record copies (every List copies every record) ------------------------------
+
+
+@pytest.mark.parametrize(("record", "copy"), [(Container, container_copy),
+                                              (Sandbox, sandbox_copy)])
+def test_record_copies_keep_every_field(record: Any, copy: Any) -> None:
+    values = {a.name: object() for a in attrs.fields(record)}
+    original = record(**values)
+    got = copy(original)
+    assert got is not original
+    for name, value in values.items():
+        assert getattr(got, name) is value, name
