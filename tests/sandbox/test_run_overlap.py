@@ -133,6 +133,25 @@ def test_both_failing_raise_the_first_with_the_other_as_a_note(first: str) -> No
         assert note == "the network setup meanwhile failed too: add"
 
 
+def test_an_interrupt_is_raised_before_an_earlier_failure() -> None:
+    started, net_failed = threading.Event(), threading.Event()
+
+    def add(sb: Sandbox) -> None:
+        assert started.wait(WAIT)
+        net_failed.set()
+        raise NetFailed("add")
+
+    def pause(sb: Sandbox) -> None:
+        started.set()
+        assert net_failed.wait(WAIT)
+        time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        network_alongside(sandbox(), [add], [(pause, 0)])
+    assert info.value.__notes__ == ["the network setup meanwhile failed too: add"]
+
+
 def test_a_step_waits_for_the_netns_and_not_for_add() -> None:
     """The pause (needs 1) starts once the netns (the first network step) exists, while ADD
     (the second) still waits for it."""

@@ -252,8 +252,8 @@ def network_alongside(sb: Sandbox, network: Sequence[Callable[[Sandbox], None]],
 
     Every step was recorded before either side starts, and undoing one not taken is harmless,
     so a failure of either side rolls back the same way: neither side takes a further step
-    once the other failed, and one in flight is waited for. The first failure is raised, the
-    other's is a note on it.
+    once the other failed, and one in flight is waited for. The first failure is raised (an
+    interrupt before any), the other's is a note on it.
     """
     failures: list[tuple[str, BaseException]] = []
     done = [0]
@@ -293,6 +293,7 @@ def network_alongside(sb: Sandbox, network: Sequence[Callable[[Sandbox], None]],
     finally:
         thread.join()
     if failures:
+        failures.sort(key=lambda f: isinstance(f[1], Exception))  # an interrupt goes first
         first = failures[0][1]
         for side, other in failures[1:]:
             first.add_note(f"the {side} meanwhile failed too: {other}")
