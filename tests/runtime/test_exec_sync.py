@@ -301,3 +301,5 @@ def test_errors_as_under_conmon_and_no_subreaper(conmon_pod: Pod) -> None:
     assert stopped is _error(lambda: sup.conmon.exec_sync(pod.id, ["true"], 30))
     assert issubclass(stopped, OCIRuntimeError)
     assert not is_subreaper()
+    assert [p.name for p in sup.conmon.container_dir(pod.id).iterdir() if "-sync-" in p.name
+            or p.name.startswith("exec-")] == []  # the exec's files are gone

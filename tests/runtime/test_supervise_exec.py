@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 
+from podkit import oci
 from podkit.errors import InvalidArgumentError
+from podkit.oci import codec
 from podkit.runtime import NotFoundError, NotRunningError, Runc, RuntimeTimeoutError
 from podkit.runtime.base import ExecResult
 from podkit.runtime.command import CommandResult
@@ -204,6 +206,22 @@ def test_exec_sync_process_runs_exec_with_the_spec(fake: Runc, tmp_path: Path) -
     assert not is_subreaper()
 
 
+def test_exec_sync_process_files_in_workdir(fake: Runc, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    assert fake.exec_sync_process("c1", {"args": ["ok"]}, 10, workdir=work).exit_code == 3
+    argv = (tmp_path / "argv").read_text().split()
+    assert Path(argv[2]).parent == work and Path(argv[4]).parent == work
+    assert list(work.iterdir()) == []
+
+
+def test_exec_sync_process_takes_an_oci_process(fake: Runc, tmp_path: Path) -> None:
+    process = codec.structure({"args": ["ok", "y"], "cwd": "/w", "env": ["B=2"]}, oci.Process)
+    assert fake.exec_sync_process("c1", process, 10).exit_code == 3
+    spec = json.loads((tmp_path / "spec.json").read_text())
+    assert (spec["args"], spec["cwd"], spec["env"]) == (["ok", "y"], "/w", ["B=2"])
+
+
 def test_exec_sync_process_typed_error_from_the_log(fake: Runc) -> None:
     with pytest.raises(NotRunningError, match="stopped container"):
         fake.exec_sync_process("c1", {"args": ["stopped"]}, 10)
@@ -243,6 +261,9 @@ class FakeConmon:
         self.records = records
         self.calls: list[tuple[str, Sequence[str], float | None]] = []
 
+    def container_dir(self, id: str) -> Path:
+        return self.records[id] / "state"
+
     def get(self, id: str) -> FakeRecord:
         if id not in self.records:
             raise NotFoundError(f"no container {id!r}")
@@ -256,11 +277,11 @@ class FakeConmon:
 class RecordingRunc(Runc):
     def __init__(self) -> None:
         super().__init__("/nonexistent/runc")
-        self.calls: list[tuple[str, Any, float | None]] = []
+        self.calls: list[tuple[str, Any, float | None, Any]] = []
 
-    def exec_sync_process(self, id: str, process: Any, timeout: float | None = None
-                          ) -> ExecResult:
-        self.calls.append((id, process, timeout))
+    def exec_sync_process(self, id: str, process: Any, timeout: float | None = None, *,
+                          workdir: Any = None) -> ExecResult:
+        self.calls.append((id, process, timeout, workdir))
         return ExecResult(exit_code=0, stdout=b"direct")
 
 
@@ -276,7 +297,8 @@ def test_conmon_supervisor_execs_directly_with_the_containers_process(tmp_path: 
     assert supervisor(conmon).exec_sync("c1", ["true"], 5) == \
         ExecResult(exit_code=0, stdout=b"direct")
     assert rt.calls == [("c1", {"args": ["true"], "env": ["A=1"], "terminal": False,
-                                "cwd": "/", "user": {"uid": 0, "gid": 0}}, 5)]
+                                "cwd": "/", "user": {"uid": 0, "gid": 0}}, 5,
+                         tmp_path / "b" / "state")]  # the files in the container's dir
     assert conmon.calls == []
 
 

@@ -16,13 +16,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from podkit import oci
 from podkit.errors import InvalidArgumentError
+from podkit.oci import codec
 from podkit.runtime.base import ExecResult
 from podkit.runtime.command import CommandResult, logged_error
 from podkit.runtime.io import CappedOutput
 from podkit.runtime.monitor import PidFileProcess
 
-__all__ = ["container_process", "exec_files", "run_capped"]
+__all__ = ["container_process", "exec_files", "exec_spec", "run_capped"]
 
 RunExec = Callable[[CappedOutput, Callable[[], None]], CommandResult]
 """``(output, on_timeout) -> result``: one foreground exec writing into ``output``."""
@@ -30,7 +32,7 @@ RunExec = Callable[[CappedOutput, Callable[[], None]], CommandResult]
 
 @contextlib.contextmanager
 def exec_files(
-    scratch: str, id: str, spec: Mapping[str, Any] | None
+    scratch: str | os.PathLike[str], id: str, spec: Mapping[str, Any] | None
 ) -> Iterator[tuple[str, str]]:
     """A fresh pid file path in ``scratch`` (the runtime writes it) and the path of a process
     spec file next to it (holding ``spec`` when given); both removed at the end."""
@@ -71,6 +73,15 @@ def run_capped(
         raise error(res)
     rc = res.returncode if res.returncode >= 0 else 128 - res.returncode
     return ExecResult(exit_code=rc, stdout=stdout, stderr=stderr)
+
+
+def exec_spec(id: str, process: oci.Process | Mapping[str, Any]) -> dict[str, Any]:
+    """``process`` as the JSON ``exec --process`` reads; ``InvalidArgumentError`` without args
+    or with a terminal (exec_sync collects output through pipes)."""
+    spec = codec.unstructure(process) if isinstance(process, oci.Process) else dict(process)
+    if not spec.get("args") or spec.get("terminal"):
+        raise InvalidArgumentError(f"exec_sync into {id}: no args, or a terminal asked for")
+    return spec
 
 
 def container_process(bundle: str | os.PathLike[str], args: Sequence[str]) -> dict[str, Any]:

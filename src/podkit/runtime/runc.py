@@ -51,7 +51,7 @@ from podkit.runtime.errors import (
     RuntimeTimeoutError,
     UnsupportedOperationError,
 )
-from podkit.runtime.exec_sync import exec_files, run_capped
+from podkit.runtime.exec_sync import exec_files, exec_spec, run_capped
 from podkit.runtime.io import IO, NullIO
 from podkit.runtime.monitor import (
     Monitor,
@@ -702,23 +702,23 @@ class Runc:
             id, lambda pid, _: exec_args(id, args, pid, merged, cwd, user), timeout, None)
 
     def exec_sync_process(
-        self, id: str, process: oci.Process | Mapping[str, Any], timeout: float | None = None
+        self, id: str, process: oci.Process | Mapping[str, Any], timeout: float | None = None,
+        *, workdir: str | os.PathLike[str] | None = None,
     ) -> ExecResult:
-        """``exec_sync`` of a whole process spec (``exec --process``, no terminal), without the
-        monitor: this process does not become a child subreaper (for containers under conmon)."""
+        """``exec_sync`` of a process spec (``exec --process``, no terminal) without the monitor:
+        no child subreaper (for containers under conmon); files in ``workdir`` (or scratch)."""
         _files.validate_id(id, "container ID")
-        spec = codec.unstructure(process) if isinstance(process, oci.Process) else dict(process)
-        if not spec.get("args") or spec.get("terminal"):
-            raise InvalidArgumentError(f"exec_sync into {id}: no args, or a terminal asked for")
         return self._exec_capped(
-            id, lambda pid, path: ["exec", "--process", path, "--pid-file", pid, id], timeout, spec)
+            id, lambda pid, path: ["exec", "--process", path, "--pid-file", pid, id], timeout,
+            exec_spec(id, process), workdir)
 
     def _exec_capped(
-        self, id: str, args_for: Callable[[str, str], builtins.list[str]],
-        timeout: float | None, spec: Mapping[str, Any] | None,
+        self, id: str, args_for: Callable[[str, str], builtins.list[str]], timeout: float | None,
+        spec: Mapping[str, Any] | None, workdir: str | os.PathLike[str] | None = None,
     ) -> ExecResult:
         """``run_capped`` of ``args_for(pid file, spec file)``, ``spec`` written to the latter."""
-        with self._scratch.use() as tmp, exec_files(tmp, id, spec) as (pid_path, spec_path):
+        with (self._scratch.use() if workdir is None else contextlib.nullcontext(workdir)) as tmp, \
+                exec_files(tmp, id, spec) as (pid_path, spec_path):
             argv = args_for(pid_path, spec_path)
             return run_capped(
                 lambda output, on_timeout: self._run(

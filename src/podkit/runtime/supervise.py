@@ -163,7 +163,9 @@ class ConmonSupervisor:
         record = self.conmon.get(id)  # NotFoundError for a container conmon never ran
         if timeout is not None and timeout <= 0:
             raise InvalidArgumentError(f"invalid exec timeout {timeout}: must be > 0")
-        return runtime.exec_sync_process(id, container_process(record.bundle, args), timeout)
+        # its files in the container's dir, as conmon's were: removed with it after a crash
+        return runtime.exec_sync_process(id, container_process(record.bundle, args), timeout,
+                                         workdir=self.conmon.container_dir(id))
 
     def attach(self, id: str) -> Attachment:
         """Connect to conmon's attach socket."""
