@@ -579,6 +579,12 @@ def _container_dir(store: ImageStore, container_id: str) -> Path:
     return store.root / "containers" / validate_id(container_id, "container ID")
 
 
+def rootfs_path(store: ImageStore, container_id: str) -> Path:
+    """Where :func:`create_rootfs` makes the rootfs of ``container_id`` (known before it is
+    made: a spec can name it while it is being made)."""
+    return _container_dir(store, container_id) / "rootfs"
+
+
 def create_rootfs(store: ImageStore, ref: Image | Reference | str, container_id: str, *,
                   mode: str = "auto", readonly: bool = False) -> Rootfs:
     """Make a root filesystem for ``container_id`` from an image.
@@ -598,7 +604,7 @@ def create_rootfs(store: ImageStore, ref: Image | Reference | str, container_id:
             raise AlreadyExistsError(
                 f"rootfs for container {container_id!r} already exists in {store.root}"
             ) from None
-        target = cdir / "rootfs"
+        target = rootfs_path(store, container_id)
         try:
             use = mode
             if use == "auto":

@@ -40,6 +40,7 @@ __all__ = [
     "PodContext",
     "build_container_spec",
     "check_container_config",
+    "reads_rootfs",
     "resolve_security",
     "resources_opts",
     "validate_container_config",
@@ -511,6 +512,12 @@ def _namespace_opts(config: ContainerConfig, pod: PodContext,
         if "user" in paths:
             opts.append(oci.with_namespace_path("user", paths["user"]))
     return opts
+
+
+def reads_rootfs(config: ContainerConfig, image: ImageDefaults | None) -> bool:
+    """Whether :func:`build_container_spec` reads the rootfs: only for a user (the config's or
+    the image's) to resolve in its passwd and group files."""
+    return bool(_user_string(config.linux.security_context) or (image and image.user))
 
 
 def _platform_opts(config: ContainerConfig, img: ImageDefaults, rootfs: str,

@@ -12,11 +12,12 @@ the container), so a failure or a later ``recover()`` removes exactly what exist
 from __future__ import annotations
 
 import builtins
+import functools
 import secrets
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -24,6 +25,7 @@ import attrs
 from podkit import cgroups, image, oci
 from podkit._files import validate_id
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, PodkitError
+from podkit.image.unpack import rootfs_path
 from podkit.pods import images as pod_images
 from podkit.pods import processes, rules
 from podkit.pods.config import ContainerConfig, LinuxContainerResources, NamespaceMode
@@ -33,6 +35,7 @@ from podkit.pods.container_spec import (
     PodContext,
     build_container_spec,
     check_container_config,
+    reads_rootfs,
     resolve_security,
     resources_opts,
 )
@@ -48,6 +51,7 @@ from podkit.pods.registry import Registry
 from podkit.pods.steps import SandboxSteps, pinned_kinds, remove_cgroup_leftovers
 from podkit.pods.store import RecordStore
 from podkit.runtime import AttachStream, Bundle, ExecResult, ExitStatus, Runtime, Supervisor
+from podkit.runtime.alongside import Alongside
 from podkit.runtime.errors import NotRunningError
 from podkit.runtime.resource_check import check_bundle_resources
 
@@ -178,13 +182,17 @@ class ContainerLifecycle:
             # with an image, its rootfs is needed to build (user names are looked up in it)
             spec = build(config.image) if found.image is None else None
             self.registry.reserve(c.name, c.id, "container")
+            making: Alongside | None = None
             try:
                 if found.image is not None:
-                    spec = build(self._make_rootfs(c, found.image))
+                    spec, making = self._image_spec(
+                        c, found.image, reads_rootfs(build_config, found.defaults), build)
                 assert spec is not None
                 check_bundle_resources(spec)  # a controller the host lacks: refused now
-                self._write_bundle(c, spec)
+                self._write_bundle(c, spec, making)
             except BaseException as exc:
+                if making is not None:
+                    making.wait()  # the rootfs made (or not) before it is removed
                 try:
                     self._forget_container(c)
                 except Exception as e:  # the record stays: recover() retries
@@ -193,18 +201,40 @@ class ContainerLifecycle:
                 raise
             return c.id
 
-    def _make_rootfs(self, c: Container, img: image.Image) -> str:
-        """The container's own rootfs from the image, recorded before it exists (recover()
-        removes it after a crash)."""
+    def _image_spec(self, c: Container, img: image.Image, reads: bool,
+                    build: Callable[[str], oci.Spec]) -> tuple[oci.Spec, Alongside | None]:
+        """The spec of a container of ``img``, its own rootfs recorded first, then made: before
+        the build when the build ``reads`` it (a user to look up), else on a helper thread
+        meanwhile (returned: the record may say "created" only once it is done)."""
+        path = self._record_rootfs(c, img)
+        if reads:
+            self._create_rootfs(c, img)
+            return build(path), None
+        making = Alongside(functools.partial(self._create_rootfs, c, img))
+        making.begin()
+        try:
+            return build(path), making
+        except BaseException:
+            making.wait()
+            raise
+
+    def _record_rootfs(self, c: Container, img: image.Image) -> str:
+        """Record the container's own rootfs before it exists (recover() removes it after a
+        crash); where it will be."""
         assert self.images is not None
         c.image_ref, c.rootfs_key, c.steps = img.name, c.id, ("rootfs",)
         c.image_id, c.image_digest = img.config.digest, img.target.digest
         self.records.save(c)
-        made = image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode)
-        return str(made.path)
+        return str(rootfs_path(self.images, c.rootfs_key))
 
-    def _write_bundle(self, c: Container, spec: oci.Spec) -> None:
-        """The bundle first, then the record (recover() removes bundles without a record).
+    def _create_rootfs(self, c: Container, img: image.Image) -> None:
+        """Make the rootfs :meth:`_record_rootfs` recorded (at ``rootfs_path``)."""
+        assert self.images is not None
+        image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode)
+
+    def _write_bundle(self, c: Container, spec: oci.Spec, making: Alongside | None) -> None:
+        """The bundle first (and the rootfs ``making``, if any, done), then the record
+        (recover() removes bundles without a record).
 
         The record names the ``runtime`` step already: the start that follows then writes
         the record once (after the runtime made the container) instead of also before it.
@@ -213,6 +243,8 @@ class ContainerLifecycle:
         bundle = self._container_dir(c.id) / "bundle"
         bundle.mkdir(parents=True)
         spec.dump(bundle / "config.json")
+        if making is not None:
+            making.result()
         c.steps = (*c.steps, "bundle", "runtime")
         c.phase = "created"
         self.records.save(c)
