@@ -4,6 +4,11 @@ first and says "created" only after both; a failure on either side removes every
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +32,7 @@ from podkit.pods.config import (
 )
 from podkit.runtime import Runc
 from podkit.sandbox import ContainerState, PauseConfig, SandboxManager, default_networks
+from support import REPO
 
 from ._pods import BRIDGE, ctr_config, leaked, leftovers, pod_config, snapshot
 
@@ -154,3 +160,65 @@ def test_a_rootfs_failure_removes_the_bundle_and_the_record(
     assert list_rootfs(store) == [] and mgr.list_containers() == []
     assert list((mgr.root_dir / "containers").iterdir()) == []
     assert list((mgr.records.state_dir / "containers").iterdir()) == []
+
+
+_CHILD = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+import podkit.image
+from podkit.image import ImageStore
+from podkit.runtime import Runc
+from podkit.sandbox import PauseConfig, SandboxManager, default_networks
+from sandbox._pods import BRIDGE, pod_config
+from sandbox.test_container_rootfs_overlap import _cfg
+base = Path({base!r})
+m = SandboxManager(base / "root", base / "state", Runc("runc", root=base / "runc"),
+                   default_networks(base / "state", bridge=BRIDGE, name="pk-pod-net"),
+                   pause=PauseConfig(rootfs={rootfs!r}), netns_prefix="pk-pod-",
+                   images=ImageStore({store!r}))
+sb = m.run_sandbox(pod_config())
+original = podkit.image.create_rootfs
+def hang(*a, **kw):
+    r = original(*a, **kw)
+    while not list((base / "root" / "containers").glob("*/bundle/config.json")):
+        time.sleep(0.01)
+    print("ROOTFS AND BUNDLE", flush=True)
+    time.sleep(600)
+podkit.image.create_rootfs = hang
+m.create_container(sb.id, _cfg("app"))
+"""
+
+
+def test_a_kill_with_the_rootfs_and_the_bundle_made_is_undone_by_recover(
+        store: ImageStore, rootfs: Path, tmp_path: Path) -> None:
+    before = snapshot()
+    base = tmp_path / "m"
+    _leaks.register_runtime_root(base / "runc")
+    _leaks.register_ipam_dir(base / "state" / "ipam")
+    code = textwrap.dedent(_CHILD).format(tests=str(REPO / "tests"), base=str(base),
+                                          rootfs=str(rootfs), store=str(store.root.parent))
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline().strip()
+        assert line == "ROOTFS AND BUNDLE", child.stderr.read() if child.stderr else ""
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    [made] = list_rootfs(store)
+    m = SandboxManager(base / "root", base / "state", Runc("runc", root=base / "runc"),
+                       default_networks(base / "state", bridge=BRIDGE, name="pk-pod-net"),
+                       pause=PauseConfig(rootfs=str(rootfs)), netns_prefix="pk-pod-",
+                       images=store)
+    try:
+        report = m.recover()
+        assert made.container_id in report.rolled_back and report.errors == ()
+        assert list_rootfs(store) == []
+        assert list((base / "root" / "containers").iterdir()) == []
+        m.remove_all()
+    finally:
+        m.close()
+    assert leftovers(base, m) == []
+    assert leaked(before) == []
