@@ -82,6 +82,22 @@ def test_a_registry_makes_its_transport_on_first_use() -> None:
 
 
 @pytest.mark.parametrize("package", ["podkit.cdi", "podkit.image"])
+def test_no_lazy_name_is_also_a_submodule(package: str) -> None:
+    """A submodule imported later would shadow a lazy name of the same spelling."""
+    module = __import__(package, fromlist=["_"])
+    here = Path(module.__file__).parent
+    assert sorted(n for n in module._LAZY if (here / f"{n}.py").exists()) == []
+
+
+def test_image_unpack_is_the_function_after_its_module_loads() -> None:
+    out = subprocess.run([sys.executable, "-c", "import podkit.image.unpack, podkit.image.store\n"
+                          "from podkit.image import unpack, ImageStore\n"
+                          "print(callable(unpack), type(unpack).__name__, ImageStore.__name__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "function", "ImageStore"]
+
+
+@pytest.mark.parametrize("package", ["podkit.cdi", "podkit.image"])
 def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
     module = __import__(package, fromlist=["_"])
     with pytest.raises(AttributeError, match=rf"module '{package}' has no attribute 'Nope'"):

@@ -14,6 +14,19 @@ opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# Eager: the function ``unpack`` must win over the submodule of the same name, which a later
+# ``import podkit.image.unpack`` would otherwise leave as this package's ``unpack``.
+from podkit.image.unpack import (
+    Rootfs,
+    create_rootfs,
+    get_rootfs,
+    list_rootfs,
+    overlay_supported,
+    remove_rootfs,
+    unmount_rootfs,
+    unpack,
+)
+
 if TYPE_CHECKING:
     from podkit.image.auth import AuthFile, CredentialHelperError, Credentials, auth_file_path
     from podkit.image.config import ImageConfig, parse_config, process_args, spec_opts
@@ -36,16 +49,6 @@ if TYPE_CHECKING:
     from podkit.image.reference import Reference, ReferenceError, parse_reference
     from podkit.image.registry import Registry, pull, push
     from podkit.image.store import GCResult, Image, ImageStore, chain_ids
-    from podkit.image.unpack import (
-        Rootfs,
-        create_rootfs,
-        get_rootfs,
-        list_rootfs,
-        overlay_supported,
-        remove_rootfs,
-        unmount_rootfs,
-        unpack,
-    )
     from podkit.image.usage import DiskUsage
 
 # Each public name and the module defining it, imported on first use (PEP 562): a CRI server
@@ -87,14 +90,6 @@ _LAZY: dict[str, str] = {
     "Image": "store",
     "ImageStore": "store",
     "chain_ids": "store",
-    "Rootfs": "unpack",
-    "create_rootfs": "unpack",
-    "get_rootfs": "unpack",
-    "list_rootfs": "unpack",
-    "overlay_supported": "unpack",
-    "remove_rootfs": "unpack",
-    "unmount_rootfs": "unpack",
-    "unpack": "unpack",
     "DiskUsage": "usage",
 }
 
