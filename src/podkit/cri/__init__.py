@@ -15,8 +15,9 @@ extra.
 'web'
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from podkit._lazy import lazy_names
 from podkit.cri import api_pb2
 from podkit.cri.convert import (
     ConversionError,
@@ -49,19 +50,10 @@ if TYPE_CHECKING:
         TokenCache,
     )
 
-_STREAMING = frozenset(("ContainerTarget", "RuncStreamingRuntime", "StreamingRuntime",
-                        "StreamingServer", "TokenCache"))
-
-
-def __getattr__(name: str) -> Any:
-    """The streaming names, imported on first use (PEP 562)."""
-    if name in _STREAMING:
-        from podkit.cri import streaming
-
-        value = getattr(streaming, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the streaming names, imported on first use: a server with streaming off never loads them
+_LAZY = dict.fromkeys(("ContainerTarget", "RuncStreamingRuntime", "StreamingRuntime",
+                       "StreamingServer", "TokenCache"), "streaming")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
     "ContainerTarget",

@@ -11,8 +11,9 @@ opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
 ```
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from podkit._lazy import lazy_names
 
 # Eager: the function ``unpack`` must win over the submodule of the same name, which a later
 # ``import podkit.image.unpack`` would otherwise leave as this package's ``unpack``.
@@ -94,18 +95,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
