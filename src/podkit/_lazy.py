@@ -3,7 +3,6 @@ process pays for a submodule only when it touches one of its names."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -19,7 +18,8 @@ def lazy_names(package: str, table: Mapping[str, str], namespace: dict[str, Any]
         module = table.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        # __import__, not importlib: the import statement's path (``-X importtime`` sees it)
+        value = getattr(__import__(f"{package}.{module}", fromlist=[name]), name)
         namespace[name] = value
         return value
 

@@ -58,14 +58,17 @@ class Puller:
         self.store = store
         self.hosts = hosts if hosts is not None else _image.RegistryHosts()
         self.auth = auth
-        self._shared = _image.Registry(hosts=self.hosts, auth=auth)
+        self._shared: _image.Registry | None = None  # made by the first pull
         self._lock = threading.Lock()
         self._flights: dict[tuple[str, _image.Credentials | None, str], Future[_image.Image]] \
             = {}
 
     def _registry(self, creds: _image.Credentials | None, server: str) -> _image.Registry:
         if creds is None:
-            return self._shared
+            with self._lock:
+                if self._shared is None:
+                    self._shared = _image.Registry(hosts=self.hosts, auth=self.auth)
+                return self._shared
         fallback = self.auth
 
         def lookup(host: str) -> _image.Credentials | None:
