@@ -136,6 +136,11 @@ class PodkitSide(Side):
         return f"unix://{self.socket}"
 
     @property
+    def runc_root(self) -> Path:
+        """Where ``podkit cri serve --root`` keeps runc's state (``podkit._cli.cri``)."""
+        return self.root / "cri" / "state" / "runc"
+
+    @property
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
@@ -331,6 +336,10 @@ def held_round(side: Side, rec: Recorder, pods: Sequence[tuple[str, str]], i: in
         pb.ExecSyncRequest(container_id=cid, cmd=["true"], timeout=30), timeout=60), keep)
     if out.exit_code != 0:
         raise RuntimeError(f"{n}: ExecSync true exited {out.exit_code}: {out.stderr!r}")
+    if isinstance(side, PodkitSide):  # the floor: the bare runtime exec into the same container
+        rec.timed("floor", "ExecSync", lambda: subprocess.run(
+            ["runc", "--root", str(side.runc_root), "exec", cid, "true"], check=True,
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=60), keep)
     rec.timed(n, "ContainerStats", lambda: rt.ContainerStats(
         pb.ContainerStatsRequest(container_id=cid), timeout=60), keep)
     rec.timed(n, "ListContainerStats", lambda: rt.ListContainerStats(
@@ -439,6 +448,7 @@ ROUND_CALLS = ("RunPodSandbox", "CreateContainer+StartContainer", "StopPodSandbo
 HELD_CALLS = ("ExecSync", "ContainerStatus", "ListPodSandbox", "ListContainers",
               "ContainerStats", "ListContainerStats", "Version (no-op: the gRPC floor)")
 STOP_REMOVE = "StopPodSandbox+RemovePodSandbox"
+EXEC_FLOOR = "ExecSync vs floor runc exec"
 SCALE_CALLS = ("create pods, concurrency 10", "restart: first full List",
                "tear down pods, concurrency 10")
 CPU_CALLS = ("create pods: CPU per pod, server + helpers",
@@ -495,6 +505,8 @@ def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
     rows.insert(4, Row(STOP_REMOVE, summed["podkit"], summed["containerd"]))
     rows.append(Row("PullImage vs floor fetch+sha256", t[("podkit", "PullImage")],
                     t[("floor", "PullImage")], second="floor"))
+    rows.append(Row(EXEC_FLOOR, t[("podkit", "ExecSync")], t[("floor", "ExecSync")],
+                    second="floor"))
     rows += [Row(c, t[("podkit", c)], t[("containerd", c)])
              for c in (warm_name(c) for c in WARM_CALLS)]
     rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit="s") for c in SCALE_CALLS]

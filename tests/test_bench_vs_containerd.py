@@ -270,9 +270,10 @@ def test_build_rows_adds_stop_plus_remove_per_round_and_the_memory_rows() -> Non
     assert rows["StopPodSandbox+RemovePodSandbox"].podkit == pytest.approx([0.06, 0.10])
     assert rows["StopPodSandbox+RemovePodSandbox"].containerd == pytest.approx([0.02, 0.06])
     assert rows["PullImage vs floor fetch+sha256"].second == "floor"
+    assert rows[bench.EXEC_FLOOR].second == "floor" and rows[bench.EXEC_FLOOR].goal is None
     assert rows["server RSS"].unit == "MB" and rows["server RSS"].ratio == 1.0
     assert set(rows) <= set(report.GOALS)  # every row has a goal entry (None: no goal)
-    assert len(rows) == len(calls) + 5
+    assert len(rows) == len(calls) + 6
     assert [rows[c].unit for c in bench.CPU_CALLS] == ["ms", "ms", "%"]
     assert {rows[c].unit for c in warm} == {"ms"} and len(warm) == 4
     assert all(rows[c].goal is None for c in (*warm, *bench.CPU_CALLS))
