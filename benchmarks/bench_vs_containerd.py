@@ -50,6 +50,7 @@ from containerd.cpu import (
     proc_stat_busy,
     process_seconds,
 )
+from containerd.floors import RawContainers, floor_spec
 from containerd.images import (
     BIG,
     BUSYBOX,
@@ -130,6 +131,7 @@ class PodkitSide(Side):
         self.hosts = hosts
         self.proc: subprocess.Popen[bytes] | None = None
         self.python_args: list[str] = []  # e.g. ["-m", "cProfile", "-o", FILE]
+        self.raw = RawContainers(base / "floor")  # the floors' bare runc containers
 
     @property
     def address(self) -> str:
@@ -139,6 +141,11 @@ class PodkitSide(Side):
     def runc_root(self) -> Path:
         """Where ``podkit cri serve --root`` keeps runc's state (``podkit._cli.cri``)."""
         return self.root / "cri" / "state" / "runc"
+
+    def container_spec(self, container_id: str) -> dict[str, Any]:
+        """The container's ``config.json`` as podkit wrote it."""
+        path = self.root / "cri" / "root" / "containers" / container_id / "bundle"
+        return dict(json.loads((path / "config.json").read_text()))
 
     @property
     def pid(self) -> int:
@@ -294,13 +301,21 @@ def pod_round(side: Side, rec: Recorder, keep: bool) -> None:
     sid = rec.timed(n, "RunPodSandbox", lambda: side.rt.RunPodSandbox(
         pb.RunPodSandboxRequest(config=pod), timeout=300).pod_sandbox_id, keep)
 
-    def create_start() -> None:
-        cid = side.rt.CreateContainer(pb.CreateContainerRequest(
+    def create_start() -> str:
+        cid: str = side.rt.CreateContainer(pb.CreateContainerRequest(
             pod_sandbox_id=sid, config=container_config(), sandbox_config=pod),
             timeout=300).container_id
         side.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=300)
+        return cid
 
-    rec.timed(n, "CreateContainer+StartContainer", create_start, keep)
+    cid = rec.timed(n, "CreateContainer+StartContainer", create_start, keep)
+    if isinstance(side, PodkitSide):  # the floor: bare runc beside it, with its own spec
+        spec = floor_spec(side.container_spec(cid), f"floor-{cid[:12]}")
+        try:
+            rec.timed("floor", "CreateContainer+StartContainer",
+                      lambda: side.raw.create_start(spec, f"floor-{cid[:12]}"), keep)
+        finally:
+            side.raw.remove()
     rec.timed(n, "StopPodSandbox", lambda: side.rt.StopPodSandbox(
         pb.StopPodSandboxRequest(pod_sandbox_id=sid), timeout=300), keep)
     rec.timed(n, "RemovePodSandbox", lambda: side.rt.RemovePodSandbox(
@@ -337,9 +352,7 @@ def held_round(side: Side, rec: Recorder, pods: Sequence[tuple[str, str]], i: in
     if out.exit_code != 0:
         raise RuntimeError(f"{n}: ExecSync true exited {out.exit_code}: {out.stderr!r}")
     if isinstance(side, PodkitSide):  # the floor: the bare runtime exec into the same container
-        rec.timed("floor", "ExecSync", lambda: subprocess.run(
-            ["runc", "--root", str(side.runc_root), "exec", cid, "true"], check=True,
-            stdin=subprocess.DEVNULL, capture_output=True, timeout=60), keep)
+        rec.timed("floor", "ExecSync", lambda: side.raw.exec(side.runc_root, cid), keep)
     rec.timed(n, "ContainerStats", lambda: rt.ContainerStats(
         pb.ContainerStatsRequest(container_id=cid), timeout=60), keep)
     rec.timed(n, "ListContainerStats", lambda: rt.ListContainerStats(
@@ -449,6 +462,7 @@ HELD_CALLS = ("ExecSync", "ContainerStatus", "ListPodSandbox", "ListContainers",
               "ContainerStats", "ListContainerStats", "Version (no-op: the gRPC floor)")
 STOP_REMOVE = "StopPodSandbox+RemovePodSandbox"
 EXEC_FLOOR = "ExecSync vs floor runc exec"
+CREATE_FLOOR = "CreateContainer+StartContainer vs floor runc create+start"
 SCALE_CALLS = ("create pods, concurrency 10", "restart: first full List",
                "tear down pods, concurrency 10")
 CPU_CALLS = ("create pods: CPU per pod, server + helpers",
@@ -507,6 +521,8 @@ def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
                     t[("floor", "PullImage")], second="floor"))
     rows.append(Row(EXEC_FLOOR, t[("podkit", "ExecSync")], t[("floor", "ExecSync")],
                     second="floor"))
+    rows.append(Row(CREATE_FLOOR, t[("podkit", "CreateContainer+StartContainer")],
+                    t[("floor", "CreateContainer+StartContainer")], second="floor"))
     rows += [Row(c, t[("podkit", c)], t[("containerd", c)])
              for c in (warm_name(c) for c in WARM_CALLS)]
     rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit="s") for c in SCALE_CALLS]

@@ -18,7 +18,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-from containerd import cpu, instance, report  # noqa: E402
+from containerd import cpu, floors, instance, report  # noqa: E402
 from containerd.images import BIG, hosts_dir, write_layout  # noqa: E402
 
 CRI = "io.containerd.grpc.v1.cri"
@@ -273,7 +273,8 @@ def test_build_rows_adds_stop_plus_remove_per_round_and_the_memory_rows() -> Non
     assert rows[bench.EXEC_FLOOR].second == "floor" and rows[bench.EXEC_FLOOR].goal is None
     assert rows["server RSS"].unit == "MB" and rows["server RSS"].ratio == 1.0
     assert set(rows) <= set(report.GOALS)  # every row has a goal entry (None: no goal)
-    assert len(rows) == len(calls) + 6
+    assert len(rows) == len(calls) + 7
+    assert rows[bench.CREATE_FLOOR].second == "floor"
     assert [rows[c].unit for c in bench.CPU_CALLS] == ["ms", "ms", "%"]
     assert {rows[c].unit for c in warm} == {"ms"} and len(warm) == 4
     assert all(rows[c].goal is None for c in (*warm, *bench.CPU_CALLS))
@@ -361,3 +362,16 @@ def test_cpu_group_counts_what_runs_in_it_and_goes_away() -> None:
     finally:
         group.remove()
     assert not group.path.exists()
+
+
+def test_a_floor_container_gets_a_sibling_cgroup_and_no_terminal() -> None:
+    assert floors.floor_cgroups_path("/podkit/pod1/ctr1", "floor-a") == "/podkit/pod1/floor-a"
+    assert floors.floor_cgroups_path("/ctr1", "floor-a") == "/floor-a"
+    assert (floors.floor_cgroups_path("system.slice:cri-podkit:ctr1", "floor-a")
+            == "system.slice:cri-podkit:floor-a")
+    spec = {"process": {"terminal": True, "args": ["sleep"]},
+            "linux": {"cgroupsPath": "/podkit/p/c"}}
+    out = floors.floor_spec(spec, "floor-b")
+    assert out["linux"]["cgroupsPath"] == "/podkit/p/floor-b"
+    assert out["process"] == {"terminal": False, "args": ["sleep"]}
+    assert spec["linux"]["cgroupsPath"] == "/podkit/p/c"  # the original is untouched

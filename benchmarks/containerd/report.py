@@ -21,6 +21,7 @@ GOALS: dict[str, float | None] = {
     "create pods, concurrency 10": 0.75, "restart: first full List": 1.0,
     "tear down pods, concurrency 10": None, "StopPodSandbox+RemovePodSandbox": None,
     "Version (no-op: the gRPC floor)": None, "ExecSync vs floor runc exec": None,
+    "CreateContainer+StartContainer vs floor runc create+start": None,
     # measured, no goal: the warm rows (median of 20 back-to-back calls) and the CPU rows
     "Version, warm (20 back-to-back)": None, "ContainerStatus, warm (20 back-to-back)": None,
     "ListContainers, warm (20 back-to-back)": None,
