@@ -101,7 +101,7 @@ def bench_unpack(tmp: Path, layout: Path, layer_blobs: list[bytes], rounds: int)
     podkit_t, tar_t = [], []
     for r in range(rounds):
         store = ImageStore(tmp / f"unpack{r}")
-        import_image(store, layout, "localhost/bench/unpack")
+        import_image(store, layout, "localhost/bench/unpack:v1")
         podkit_t.append(timed(lambda store=store: unpack(store, "localhost/bench/unpack:v1")))
         shutil.rmtree(tmp / f"unpack{r}")
 
