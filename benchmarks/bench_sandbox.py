@@ -15,10 +15,11 @@ Three operations, each against a floor measured in the same run, interleaved:
 podkit runs with both supervisors (conmon, the default, which raw runc does not pay for; and
 in-process). Run: ``scripts/isolated .venv/bin/python benchmarks/bench_sandbox.py``.
 
-Same work on both sides: both write each bundle's config.json durably (temp file, fsync,
-rename, directory fsync) on the same filesystem, as the manager must (its records point at the
-bundle). The manager's state dir (records, conmon and runc state, CNI cache) is on a tmpfs
-mounted for the run, as containerd keeps its state in /run; ``--state-on-disk`` keeps it on the
+Same work on both sides: both write a container bundle's config.json durably (temp file,
+fsync, rename, directory fsync) on the same filesystem, as the manager must (its records point
+at the bundle), and the pause bundle's without fsync (nothing needs it after a power loss).
+The manager's state dir (records, conmon and runc state, CNI cache) is on a tmpfs mounted for
+the run, as containerd keeps its state in /run; ``--state-on-disk`` keeps it on the
 work directory's filesystem instead (then every record fsync is a real one).
 """
 
@@ -52,22 +53,7 @@ CNI_PATH = "/usr/lib/cni"
 ENV = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-
-def write_durably(path: Path, data: str) -> None:
-    """What the manager does for a bundle's config.json (podkit._files.atomic_write)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+from containerd.floors import write_durably  # noqa: E402  (benchmarks/ is sys.path[0])
 
 
 def make_rootfs(dest: Path) -> Path:
@@ -135,7 +121,7 @@ class Raw:
             if ns["type"] == "network":
                 ns["path"] = netns
         spec["linux"]["cgroupsPath"] = f"/podkit/{id}"
-        write_durably(bundle / "config.json", json.dumps(spec))
+        (bundle / "config.json").write_text(json.dumps(spec))  # the pause: no fsync
         self._create_start(bundle, id)
         return netns
 

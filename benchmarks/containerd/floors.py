@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RawContainers", "floor_cgroups_path", "floor_spec"]
+__all__ = ["RawContainers", "floor_cgroups_path", "floor_spec", "write_durably"]
 
 
 def floor_cgroups_path(path: str, name: str) -> str:
@@ -33,13 +33,17 @@ def floor_spec(spec: dict[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
-def _write_durably(path: Path, data: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+def write_durably(path: Path, data: str) -> None:
+    """What a manager must do for a bundle's config.json its records point at (temp file,
+    fsync, rename, directory fsync: ``podkit._files.atomic_write``)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         os.write(fd, data.encode())
         os.fsync(fd)
     finally:
         os.close(fd)
+    os.replace(tmp, path)
     dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(dfd)
@@ -65,7 +69,7 @@ class RawContainers:
         """Durable config.json, ``runc create``, ``runc start`` (the timed floor)."""
         bundle = self.base / name
         bundle.mkdir(parents=True)
-        _write_durably(bundle / "config.json", json.dumps(spec))
+        write_durably(bundle / "config.json", json.dumps(spec))
         self.made.append(name)
         self._runc("create", "--bundle", str(bundle), name)
         self._runc("start", name)
