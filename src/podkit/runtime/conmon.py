@@ -85,6 +85,7 @@ from podkit.runtime.errors import (
     RuntimeTimeoutError,
     parse_runtime_error,
 )
+from podkit.runtime.exec_sync import container_process
 from podkit.runtime.io import CappedOutput, wait_readable
 from podkit.runtime.monitor import PidFileProcess
 from podkit.runtime.resource_check import check_bundle_resources
@@ -681,18 +682,7 @@ class Conmon:
     def _exec_process(self, record: ConmonContainer, args: Sequence[str] | oci.Process) -> Any:
         if isinstance(args, oci.Process):
             return codec.unstructure(args)
-        if isinstance(args, str) or not args:
-            raise InvalidArgumentError(f"exec args must be a non-empty list, got {args!r}")
-        config = Path(record.bundle) / "config.json"
-        try:
-            base = json.loads(config.read_text()).get("process") or {}
-        except (OSError, ValueError) as exc:
-            raise InvalidArgumentError(f"cannot read process of {config}: {exc}") from None
-        process = {k: v for k, v in base.items() if k not in ("consoleSize",)}
-        process.update(args=list(args), terminal=False)
-        process.setdefault("cwd", "/")
-        process.setdefault("user", {"uid": 0, "gid": 0})
-        return process
+        return container_process(record.bundle, args)
 
     def exec_sync(
         self,
