@@ -6,8 +6,8 @@ asked in a thread (:class:`PendingLiveIds`) while the records load."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
-import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from podkit import netns
 from podkit._files import sweep_atomic_temps
 from podkit.errors import PodkitError
 from podkit.runtime import Runtime
+from podkit.runtime.alongside import Alongside
 
 __all__ = ["PendingLiveIds", "live_ids", "remove_orphan_dirs", "sweep_temps"]
 
@@ -32,32 +33,25 @@ def live_ids(runtime: Runtime) -> frozenset[str] | None:
 
 
 class PendingLiveIds:
-    """:func:`live_ids` asked in a thread from construction: the runtime's ``list`` (a child
-    process) runs while the caller loads and checks the records; :meth:`result` waits for it.
+    """:func:`live_ids` asked on a helper thread from construction (``runtime.alongside``):
+    the runtime's ``list`` (a child process) runs while the caller loads and checks the
+    records; :meth:`result` waits for it.
 
     ``list`` only reads the runtime's state, so a caller that fails before :meth:`result`
-    may leave the thread to end on its own.
+    may leave the call to end on its own.
     """
 
     def __init__(self, runtime: Runtime) -> None:
-        self._runtime = runtime
         self._ids: frozenset[str] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._ask, name="podkit-recover-list",
-                                        daemon=True)
-        self._thread.start()
+        self._call = Alongside(functools.partial(self._ask, runtime))
+        self._call.begin()
 
-    def _ask(self) -> None:
-        try:
-            self._ids = live_ids(self._runtime)
-        except BaseException as exc:  # handed to the caller of result()
-            self._error = exc
+    def _ask(self, runtime: Runtime) -> None:
+        self._ids = live_ids(runtime)
 
     def result(self) -> frozenset[str] | None:
         """What :func:`live_ids` answered (its errors other than a failed listing raised here)."""
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        self._call.result()
         return self._ids
 
 
