@@ -117,3 +117,24 @@ def test_sweep_atomic_temps_removes_only_old_temp_files(tmp_path: Path) -> None:
         [*others, ".dir.abcdefgh.tmp", fresh.name])
     assert _files.sweep_atomic_temps(tmp_path / "missing", older_than=100.0) == []
     assert _files.sweep_atomic_temps(tmp_path / "rec.json", older_than=100.0) == []
+
+
+def test_make_dirs_gives_every_new_dir_the_mode(tmp_path: Path) -> None:
+    old = os.umask(0o077)
+    try:
+        made = _files.make_dirs(tmp_path / "a" / "b" / "c", 0o711)
+    finally:
+        os.umask(old)
+    assert made == tmp_path / "a" / "b" / "c"
+    for d in (tmp_path / "a", tmp_path / "a" / "b", made):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o711
+    os.chmod(tmp_path / "a", 0o755)
+    _files.make_dirs(tmp_path / "a" / "d", 0o700)  # an existing dir is left as it is
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "a" / "d").stat().st_mode) == 0o700
+
+
+def test_make_dirs_refuses_a_file_in_the_way(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OSError):
+        _files.make_dirs(tmp_path / "f" / "d", 0o700)

@@ -86,3 +86,14 @@ def test_relative_path_in_the_working_directory(tmp_path: Path,
     atomic_write("rec.json", "here")
     assert (tmp_path / "rec.json").read_text() == "here"
     assert [p.name for p in tmp_path.iterdir()] == ["rec.json"]
+
+
+def test_not_durable_writes_the_same_file_without_fsync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    atomic_write(tmp_path / "config.json", "{}", 0o600, durable=False)
+    assert synced == []
+    assert (tmp_path / "config.json").read_text() == "{}"
+    assert (tmp_path / "config.json").stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]

@@ -19,6 +19,7 @@ __all__ = [
     "file_lock",
     "fsync_dir",
     "is_atomic_temp",
+    "make_dirs",
     "safe_join",
     "sweep_atomic_temps",
     "validate_id",
@@ -64,6 +65,26 @@ def safe_join(base: StrPath, *parts: str) -> Path:
     return path
 
 
+def make_dirs(path: StrPath, mode: int) -> Path:
+    """``mkdir -p`` where every directory it creates gets ``mode`` (``os.makedirs`` gives it
+    to the last only); directories that exist are left as they are."""
+    path = Path(path).absolute()
+    missing = []
+    for d in (path, *path.parents):
+        if d.is_dir():
+            break
+        missing.append(d)
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, mode)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+            continue
+        os.chmod(d, mode)  # exactly, whatever the umask
+    return path
+
+
 def fsync_dir(directory: StrPath) -> None:
     """fsync a directory so a rename or unlink inside it survives a crash."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -73,11 +94,14 @@ def fsync_dir(directory: StrPath) -> None:
         os.close(fd)
 
 
-def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
+def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644, *,
+                 durable: bool = True) -> None:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a part.
 
-    Temp file in the same directory, fsync, chmod ``mode``, rename over ``path``, fsync the
-    directory. On any error the temp file is removed and ``path`` is untouched.
+    Temp file (0600 from the start) in the same directory, chmod ``mode``, fsync, rename over
+    ``path``, fsync the directory. On any error the temp file is removed and ``path`` is
+    untouched. Not ``durable``: no fsyncs, for files read at once and never needed after a
+    power loss (a bundle's ``config.json``).
     """
     target = os.fspath(path)
     directory, name = os.path.split(target)
@@ -89,7 +113,8 @@ def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
             while view:
                 view = view[os.write(fd, view):]
             os.fchmod(fd, mode)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, target)
@@ -97,7 +122,8 @@ def atomic_write(path: StrPath, data: bytes | str, mode: int = 0o644) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    fsync_dir(directory or ".")
+    if durable:
+        fsync_dir(directory or ".")
 
 
 def _open_temp(directory: str, name: str) -> tuple[int, str]:

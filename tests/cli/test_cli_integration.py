@@ -8,14 +8,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from support import require, require_root
+from support import REPO, require, require_isolated
 
 from .pod_io_helpers import PodCLI, pod_cli
 
@@ -134,27 +136,59 @@ def test_a_closed_pipe_ends_quietly(cli: PodCLI) -> None:
     assert shell.stdout.startswith("POD ID") and shell.stderr == ""
 
 
-def _as_nobody(*words: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                           *CLI, *words], capture_output=True, text=True, timeout=120,
-                          check=False, cwd="/")
+@pytest.fixture
+def as_nobody() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
+    """Run the CLI as uid 65534 wherever the checkout lives: the checkout (and the venv, when
+    it is elsewhere) bind-mounted under a dir anyone may enter (``scripts/isolated``'s private
+    mount namespace), so a 0700 parent dir of the clone does not decide the test."""
+    require_isolated()
+    require(subprocess.run(["setpriv", "--version"], capture_output=True).returncode == 0,
+            "setpriv (util-linux) not installed")
+    view = Path(tempfile.mkdtemp(prefix="pk-nobody-", dir="/tmp"))
+    os.chmod(view, 0o755)
+    sources = {"repo": REPO}
+    if REPO not in Path(sys.prefix).parents:
+        sources["venv"] = Path(sys.prefix)
+    mounted: list[Path] = []
+    try:
+        for name, src in sources.items():
+            (view / name).mkdir()
+            subprocess.run(["mount", "--bind", str(src), str(view / name)], check=True)
+            mounted.append(view / name)
+        prefix = (view / "repo" / Path(sys.prefix).relative_to(REPO) if "venv" not in sources
+                  else view / "venv")
+        python = prefix / Path(sys.executable).relative_to(sys.prefix)
+        env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(view / "repo" / "src")}
+
+        def run(*words: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                 str(python), "-m", "podkit.cli", *words], capture_output=True, text=True,
+                timeout=120, check=False, cwd="/", env=env)
+
+        yield run
+    finally:
+        for m in reversed(mounted):
+            subprocess.run(["umount", str(m)], check=False)
+        shutil.rmtree(view, ignore_errors=True)
 
 
 @pytest.mark.integration
-def test_not_root_gets_one_line(tmp_path: Path) -> None:
-    require_root()
-    require(subprocess.run(["setpriv", "--version"], capture_output=True).returncode == 0,
-            "setpriv (util-linux) not installed")
+def test_not_root_gets_one_line(
+        as_nobody: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     for words, what in ((("pod", "ls"), "run pods"),
                         (("pod", "run", "x.yaml"), "run pods"),
                         (("run", "config.json"), "run containers"),
                         (("cni", "add", "net", "--netns", "/x"), "run CNI plugins")):
-        res = _as_nobody(*words)
+        res = as_nobody(*words)
         assert (res.returncode, res.stdout) == (7, ""), words
         assert res.stderr == f"podkit: podkit needs root to {what}\n"
     # a command that does not need root, on a directory the user may not write
-    (tmp_path / "store").mkdir(mode=0o700)
-    res = _as_nobody("image", "ls", "--root", str(tmp_path / "store"))
+    store = Path(tempfile.mkdtemp(prefix="pk-store-", dir="/tmp"))  # 0700, reachable above
+    try:
+        res = as_nobody("image", "ls", "--root", str(store))
+    finally:
+        store.rmdir()
     assert res.returncode == 7 and res.stderr.count("\n") == 1
     assert res.stderr.startswith("podkit: permission denied: ")
     assert "Traceback" not in res.stderr

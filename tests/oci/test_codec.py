@@ -235,8 +235,10 @@ def test_dump_keeps_lone_surrogates_escaped(tmp_path: Path) -> None:
 def test_dump_and_load_a_file(tmp_path: Path) -> None:
     spec = oci.Spec.from_dict(EVERYTHING)
     path = tmp_path / "config.json"
-    spec.dump(path, mode=0o600)
+    spec.dump(path)  # 0600 unless asked: a config.json holds the environment
     assert path.stat().st_mode & 0o777 == 0o600
+    spec.dump(path, mode=0o644)
+    assert path.stat().st_mode & 0o777 == 0o644
     assert oci.Spec.load(path) == spec
     assert json.loads(path.read_text()) == EVERYTHING
 

@@ -125,3 +125,25 @@ def test_bundle_dir_of_a_user_namespace_is_0710_group_root_of_the_container(
     assert oct(mode_of(b.path)) == oct(0o710)
     assert b.path.stat().st_gid == 200000
     assert oct(mode_of(b.config_path)) == oct(0o600)
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_write_needs_no_rootfs_yet_and_is_private(tmp_path: Path, durable: bool) -> None:
+    """The container path writes its bundle while the rootfs is still being made."""
+    spec = base_spec()
+    old = os.umask(0)
+    try:
+        b = Bundle.write(tmp_path / "c" / "bundle", spec, durable=durable)
+    finally:
+        os.umask(old)
+    assert b.spec is spec
+    assert (oct(mode_of(b.path)), oct(mode_of(b.config_path))) == (oct(0o700), oct(0o600))
+    assert Bundle.load(b.path).spec == spec
+
+
+def test_write_makes_an_existing_open_dir_private(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir(mode=0o755)
+    (tmp_path / "b" / "config.json").write_text("{}")
+    os.chmod(tmp_path / "b" / "config.json", 0o644)
+    b = Bundle.write(tmp_path / "b", base_spec())
+    assert (oct(mode_of(b.path)), oct(mode_of(b.config_path))) == (oct(0o700), oct(0o600))

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 
 from podkit import _linux
-from podkit._files import atomic_write, file_lock, fsync_dir
+from podkit._files import atomic_write, file_lock, fsync_dir, make_dirs
 from podkit.image.descriptor import (
     INDEX_TYPES,
     MANIFEST_TYPES,
@@ -304,6 +304,7 @@ class ImageStore:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root) / "image"
+        make_dirs(self.root, 0o711)  # the root and the store: others may pass, never list
         for sub in ("blobs/sha256", "ingest", "images", "snapshots", "containers", "locks"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
 

@@ -371,14 +371,16 @@ def dumps(obj: Any, *, indent: int | None = None) -> str:
     return json.dumps(unstructure(obj), indent=indent, ensure_ascii=False)
 
 
-def dump(obj: Any, path: str | os.PathLike[str], *, mode: int = 0o644) -> None:
-    """Write a model as JSON (UTF-8) to ``path`` atomically."""
+def dump(obj: Any, path: str | os.PathLike[str], *, mode: int = 0o600,
+         durable: bool = True) -> None:
+    """Write a model as JSON (UTF-8) to ``path`` atomically (``_files.atomic_write``); 0600 by
+    default: a ``config.json`` holds the process environment."""
     data = unstructure(obj)
     try:
         raw = (json.dumps(data, ensure_ascii=False) + "\n").encode()
     except UnicodeEncodeError:  # lone surrogates (from "\udXXX" escapes): keep them escaped
         raw = (json.dumps(data) + "\n").encode()
-    _files.atomic_write(path, raw, mode=mode)
+    _files.atomic_write(path, raw, mode=mode, durable=durable)
 
 
 def deep_copy(obj: T) -> T:

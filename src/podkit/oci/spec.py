@@ -556,8 +556,8 @@ class Spec:
         """Serialise to JSON text."""
         return codec.dumps(self, indent=indent)
 
-    def dump(self, path: str | Path, *, mode: int = 0o644) -> None:
-        """Write ``config.json`` atomically."""
+    def dump(self, path: str | Path, *, mode: int = 0o600) -> None:
+        """Write ``config.json`` atomically, private by default (it holds the environment)."""
         codec.dump(self, path, mode=mode)
 
     def copy(self) -> Spec:

@@ -48,7 +48,12 @@ from podkit.pods.records import (
     SandboxState,
 )
 from podkit.pods.registry import Registry
-from podkit.pods.steps import SandboxSteps, pinned_kinds, remove_cgroup_leftovers
+from podkit.pods.steps import (
+    PRIVATE_DIR_MODE,
+    SandboxSteps,
+    pinned_kinds,
+    remove_cgroup_leftovers,
+)
 from podkit.pods.store import RecordStore
 from podkit.runtime import AttachStream, Bundle, ExecResult, ExitStatus, Runtime, Supervisor
 from podkit.runtime.alongside import Alongside
@@ -240,15 +245,15 @@ class ContainerLifecycle:
         the record once (after the runtime made the container) instead of also before it.
         """
         c.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
-        bundle = self._container_dir(c.id) / "bundle"
-        bundle.mkdir(parents=True)
-        spec.dump(bundle / "config.json")
+        cdir = self._container_dir(c.id)
+        cdir.mkdir(mode=PRIVATE_DIR_MODE)
+        bundle = Bundle.write(cdir / "bundle", spec)
         if making is not None:
             making.result()
         c.steps = (*c.steps, "bundle", "runtime")
         c.phase = "created"
         self.records.save(c)
-        self.registry.add_container(c, Bundle(bundle, spec))
+        self.registry.add_container(c, bundle)
 
     def adopt_rootfs(self, id: str, rootfs_key: str, *, image_ref: str = "",
                      image_id: str = "", image_digest: str = "",

@@ -24,7 +24,7 @@ from pathlib import Path
 import attrs
 
 from podkit import cgroups, cni, image, netns
-from podkit._files import file_lock
+from podkit._files import file_lock, make_dirs
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
 from podkit.pods import images as pod_images
 from podkit.pods import network, processes, recovery, rules
@@ -52,6 +52,7 @@ from podkit.pods.sandbox_spec import (
     validate_sandbox_config,
 )
 from podkit.pods.steps import (
+    ROOT_DIR_MODE,
     SandboxSteps,
     Step,
     at_once,
@@ -166,7 +167,8 @@ class SandboxManager(ContainerLifecycle):
         self.netns_dir = netns_dir
         self.netns_prefix = netns_prefix
         for d in (self.root_dir / "sandboxes", self.root_dir / "containers"):
-            d.mkdir(parents=True, exist_ok=True)
+            make_dirs(d, ROOT_DIR_MODE)
+            os.chmod(d, ROOT_DIR_MODE)  # an earlier podkit's were 0755
         self.records = RecordStore(self.state_dir)
         if supervisor is None:
             if not isinstance(runtime, Runc):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import os
 import shutil
@@ -31,9 +30,11 @@ from podkit.pods.config import NamespaceMode
 from podkit.pods.pause import PauseRootfs
 from podkit.pods.records import Sandbox
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
-from podkit.runtime import Runtime, Supervisor
+from podkit.runtime import Bundle, Runtime, Supervisor
 
 __all__ = [
+    "PRIVATE_DIR_MODE",
+    "ROOT_DIR_MODE",
     "SHM_SIZE",
     "SandboxSteps",
     "Step",
@@ -45,6 +46,12 @@ __all__ = [
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
+
+ROOT_DIR_MODE = 0o711
+"""The root's ``sandboxes`` and ``containers`` dirs (and the root, when made): others may
+pass, never list (containerd's 0711 roots)."""
+PRIVATE_DIR_MODE = 0o700
+"""A pod's or container's own dir: its bundle's ``config.json`` holds the environment."""
 
 _log = logging.getLogger("podkit.sandbox")
 
@@ -150,7 +157,7 @@ class SandboxSteps:
     def do_files(self, sb: Sandbox) -> None:
         """hostname, hosts, resolv.conf and (with a pod IPC namespace) a tmpfs for /dev/shm."""
         d = self.sandbox_dir(sb.id)
-        d.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=PRIVATE_DIR_MODE, exist_ok=True)
         files = self.files(sb)
         hostname = rules.host_hostname() if sb.host_network else (
             sb.config.hostname or rules.host_hostname())
@@ -182,17 +189,14 @@ class SandboxSteps:
         """The pause's bundle (inside the sandbox dir, removed with the files)."""
         pause = self.pause.config
         assert pause is not None
-        bundle = self.sandbox_dir(sb.id) / "bundle"
-        bundle.mkdir(exist_ok=True)
         spec = build_sandbox_spec(
             sb.config, id=sb.id, files=self.files(sb), args=pause.args, env=pause.env,
             rootfs=pause.rootfs, netns_path=sb.netns_path or None, pause_image=pause.image,
             oom_score_floor=self.oom_score_floor, cgroup_driver=self.cgroup_driver,
         )
         sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
-        # no fsync (containerd's bundles have none): the runtime reads it at once, and nothing
-        # needs it after a power loss, which ends the pause (undoing the pod needs no bundle)
-        (bundle / "config.json").write_text(json.dumps(spec.to_dict()) + "\n")
+        # not durable: a power loss ends the pause, and undoing the pod needs no bundle
+        Bundle.write(self.sandbox_dir(sb.id) / "bundle", spec, durable=False)
 
     def do_pause(self, sb: Sandbox) -> None:
         """Create and start the pause under the supervisor (its rootfs mounted meanwhile)."""

@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from podkit import _files, oci
+from podkit import oci
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError
 from podkit.oci import codec
 
@@ -87,6 +87,25 @@ class Bundle:
                 f"bundle {path}: rootfs {resolved} (root.path {spec.root.path!r}) "
                 "is not a directory"
             )
+        return cls.write(path, spec, mode=mode)
+
+    @classmethod
+    def write(
+        cls,
+        dir: str | os.PathLike[str],
+        spec: oci.Spec,
+        *,
+        mode: int = 0o600,
+        durable: bool = True,
+    ) -> Bundle:
+        """Write ``spec`` as it is to ``dir/config.json``: the one writer of bundles.
+
+        ``dir`` (created when missing) is made private whether or not it existed (see the
+        module notes), ``config.json`` gets ``mode``; ``spec`` is kept, not copied, and its
+        rootfs need not exist yet. Not ``durable``: no fsync, for a bundle the runtime reads
+        at once and nothing needs after a power loss (containerd's have none).
+        """
+        path = Path(dir).absolute()
         created = not path.exists()
         dir_mode, group = _dir_access(spec)
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -94,7 +113,7 @@ class Bundle:
             if group is not None:
                 os.chown(path, -1, group)
             os.chmod(path, dir_mode)
-            _files.atomic_write(path / CONFIG_FILE, spec.to_json(indent=2), mode=mode)
+            codec.dump(spec, path / CONFIG_FILE, mode=mode, durable=durable)
         except BaseException:
             if created:
                 shutil.rmtree(path, ignore_errors=True)
