@@ -214,7 +214,7 @@ def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.
     Exec runs through the manager's runtime, attach through its supervisor (conmon), and
     port-forward connects inside the pod's network namespace. Stop it with ``.stop()``.
     """
-    from podkit.cri import ContainerTarget, RuncStreamingRuntime, StreamingServer
+    from podkit.cri.streaming import ContainerTarget, RuncStreamingRuntime, StreamingServer
 
     def container(id: str) -> ContainerTarget:
         manager.container_status(id)
