@@ -33,10 +33,10 @@ system-deps:
 	fi
 
 lint: venv
-	$(VENV)/bin/ruff check $(wildcard src tests benchmarks scripts soak)
+	$(VENV)/bin/ruff check $(wildcard src tests benchmarks scripts soak examples)
 
 typecheck: venv
-	$(VENV)/bin/mypy --strict src
+	$(VENV)/bin/mypy --strict src examples
 
 test: venv system-deps lint typecheck
 	@rc=0; scripts/isolated $(VENV)/bin/pytest $(PYTEST_ARGS) || rc=$$?; \

@@ -44,7 +44,7 @@ from podkit import cni, netns, oci
 from podkit.cni.invoke import build_request, plugin_env
 from podkit.cri import api_pb2 as pb
 from podkit.cri import api_pb2_grpc
-from podkit.cri.server import serve
+from podkit.cri.server import CRIService, serve
 from podkit.image import ImageStore, import_image
 from podkit.runtime import Runc
 from podkit.sandbox import PauseConfig, SandboxManager, default_networks
@@ -233,7 +233,7 @@ def main() -> int:
     manager = SandboxManager(base / "mroot", base / "state", Runc(root=base / "mrunc"),
                              networks, pause=PauseConfig(rootfs=str(rootfs)),
                              netns_prefix="pk-cri-b-", images=store)
-    server = serve(base / "cri.sock", manager, store)
+    server = serve(base / "cri.sock", CRIService(manager, store))
     channel = grpc.insecure_channel(server.address)
     rt = api_pb2_grpc.RuntimeServiceStub(channel)
     times: dict[str, list[float]] = {}

@@ -217,13 +217,13 @@ class _CRIPuller:
 
         from podkit.cri import api_pb2 as pb
         from podkit.cri import api_pb2_grpc
-        from podkit.cri.service import serve
+        from podkit.cri.service import CRIService, serve
         from podkit.pods.testing import FakeNetworks, FakePodManager
 
         store = ImageStore(tmp / "cri-root")
         manager = FakePodManager(tmp / "cri-pods", tmp / "cri-state", images=store,
                                  networks=FakeNetworks())
-        self.server = serve(tmp / "cri.sock", manager, store, registry_hosts=hosts)
+        self.server = serve(tmp / "cri.sock", CRIService(manager, store, registry_hosts=hosts))
         self.channel = grpc.insecure_channel(self.server.address)
         self.stub = api_pb2_grpc.ImageServiceStub(self.channel)
         self.pull_request = pb.PullImageRequest(image=pb.ImageSpec(image=ref))

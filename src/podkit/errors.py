@@ -11,6 +11,7 @@ __all__ = [
     "ConflictError",
     "InvalidArgumentError",
     "NotFoundError",
+    "PermissionDeniedError",
     "PodkitError",
     "quote",
 ]
@@ -50,3 +51,11 @@ class InvalidArgumentError(PodkitError, ValueError):
 
 class ConflictError(PodkitError):
     """The request is valid but clashes with the current state (busy, locked, wrong state)."""
+
+
+class PermissionDeniedError(PodkitError):
+    """A policy refused the request (gRPC ``PERMISSION_DENIED``); the message is the reason.
+
+    What a CRI server's admission hook raises to refuse a pod or a container (see
+    ``podkit.cri.CRIService``).
+    """

@@ -55,14 +55,16 @@ class Harness:
     """A CRIService served on a temp socket, and gRPC stubs talking to it."""
 
     def __init__(self, base: Path, layouts: dict[str, Path], *, runtime: str = "runc",
-                 cdi_dirs: list[Path] | None = None) -> None:
+                 cdi_dirs: list[Path] | None = None, service: Any = None,
+                 **service_kw: Any) -> None:
+        """``service``: the CRIService class to serve (a subclass), made with ``service_kw``
+        (hooks, ...)."""
         import grpc
 
-        from podkit.cri import api_pb2_grpc
-        from podkit.cri.server import pause_config, serve
+        from podkit.cri import CRIService, api_pb2_grpc, serve
         from podkit.image import ImageStore
         from podkit.runtime import Runc
-        from podkit.sandbox import SandboxManager, default_networks
+        from podkit.sandbox import SandboxManager, default_networks, pause_config
 
         self.base = base
         self.layouts = layouts
@@ -82,8 +84,9 @@ class Harness:
                                       pause=self.pause, netns_prefix="pk-cri-",
                                       images=self.store)
         self.manager.recover()
-        self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE,
-                            runtime_handler=runtime)
+        self.service = (service or CRIService)(self.manager, self.store, pause_image=PAUSE,
+                                               runtime_handler=runtime, **service_kw)
+        self.server = serve(base / "cri.sock", self.service)
         self.channel = grpc.insecure_channel(self.server.address)
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)

@@ -35,12 +35,12 @@ class Rig:
 
     def __init__(self, base: Path, **serve_kw: Any) -> None:
         from podkit.cri import api_pb2_grpc
-        from podkit.cri.service import serve
+        from podkit.cri.service import CRIService, serve
 
         self.store = ImageStore(base / "root")
         self.manager = FakePodManager(base / "pods", base / "state", images=self.store,
                                       networks=FakeNetworks())
-        self.server = serve(base / "cri.sock", self.manager, self.store, **serve_kw)
+        self.server = serve(base / "cri.sock", CRIService(self.manager, self.store, **serve_kw))
         self.channel = grpc.insecure_channel(self.server.address)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)
 

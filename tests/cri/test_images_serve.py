@@ -65,13 +65,13 @@ class _InProcess:
 
     def __init__(self, base: Path, hosts: Path, **kw: Any) -> None:
         from podkit.cri import api_pb2_grpc
-        from podkit.cri.service import serve
+        from podkit.cri.service import CRIService, serve
 
         store = ImageStore(base / "root")
         manager = FakePodManager(base / "pods", base / "state", images=store,
                                  networks=FakeNetworks())
-        self.server = serve(base / "cri.sock", manager, store,
-                            registry_hosts=RegistryHosts.load(hosts), **kw)
+        self.server = serve(base / "cri.sock", CRIService(
+            manager, store, registry_hosts=RegistryHosts.load(hosts), **kw))
         self.channel = grpc.insecure_channel(self.server.address)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)
 

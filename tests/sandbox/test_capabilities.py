@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from podkit import apparmor, oci
 from podkit.container import PodContext, build_container_spec
+from podkit.kube.validate import pod_problems
 from podkit.pods import rules
 from podkit.pods.config import (
     Capability,
@@ -131,3 +134,52 @@ def test_container_default_source_is_this_process(tmp_path: Path) -> None:
     assert caps.bounding == current
     caps = caps_of(container(privileged=True), tmp_path, pod=pod(privileged=True))
     assert caps.bounding == current
+
+
+# -- oci.capability_name: the one rule for capability names in CRI configs and manifests ----
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("SYS_ADMIN", "CAP_SYS_ADMIN"), ("sys_admin", "CAP_SYS_ADMIN"),
+    ("CAP_SYS_ADMIN", "CAP_SYS_ADMIN"), ("cap_sys_admin", "CAP_SYS_ADMIN"),
+    (" Sys_Admin\t", "CAP_SYS_ADMIN"), ("all", "CAP_ALL"), ("CAP_ALL", "CAP_ALL"),
+    ("bogus", "CAP_BOGUS"),
+])
+def test_capability_name(name: str, expected: str) -> None:
+    assert oci.capability_name(name) == expected
+
+
+@pytest.mark.parametrize("name", ["", "   "])
+def test_capability_name_refuses_empty_names_saying_where(name: str) -> None:
+    with pytest.raises(oci.SpecOptError, match=r"empty capability name in spec\.add$"):
+        oci.capability_name(name, "spec.add")
+    with pytest.raises(oci.SpecOptError, match="capability name 7: must be a string"):
+        oci.capability_name(7)  # type: ignore[arg-type]
+
+
+@st.composite
+def spellings(draw: st.DrawFn) -> str:
+    """A known capability as a CRI config or a manifest may spell it."""
+    cap = draw(st.sampled_from(oci.KNOWN_CAPABILITIES))
+    if draw(st.booleans()):
+        cap = cap.removeprefix("CAP_")
+    cased = "".join(c.lower() if draw(st.booleans()) else c for c in cap)
+    pad = draw(st.sampled_from(["", " ", "\t"]))
+    return pad + cased + pad
+
+
+@given(spellings())
+def test_a_policy_using_capability_name_sees_what_podkit_grants(tmp_path_factory: Any,
+                                                                 spelling: str) -> None:
+    """Whatever the spelling, the name a policy compares is the one in the spec podkit
+    builds, and kube validation reads it the same way: no spelling slips past a check."""
+    caps = caps_of(container(capabilities=Capability(add_capabilities=[spelling],
+                                                     drop_capabilities=["ALL"])),
+                   tmp_path_factory.getbasetemp(), host_capabilities=HOST)
+    assert caps.bounding == [oci.capability_name(spelling)]
+    problems = pod_problems({"metadata": {"name": "p"}, "spec": {"containers": [{
+        "name": "c", "image": "i", "securityContext": {
+            "allowPrivilegeEscalation": False, "capabilities": {"add": [spelling]}}}]}})
+    admin = oci.capability_name(spelling) == "CAP_SYS_ADMIN"
+    assert [m for _, m in problems] == (
+        ["cannot be false with capability SYS_ADMIN added"] if admin else [])

@@ -71,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
     from podkit import cdi, cgroups, cni
-    from podkit.cri.server import claim_socket, manager_streaming, pause_config, serve
+    from podkit.cri.server import CRIService, claim_socket, manager_streaming, pause_config, serve
     from podkit.image import AuthFile, ImageStore, RegistryHosts
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager
@@ -124,9 +124,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     f"--streaming-address {args.streaming_address!r}: want HOST:PORT")
             streaming = manager_streaming(manager, (host.strip("[]"), int(port)))
         try:
-            server = serve(args.socket, manager, store, pause_image=pause.image,
-                           runtime_handler=args.runtime, streaming=streaming,
-                           registry_hosts=hosts, auth=auth)
+            server = serve(args.socket, CRIService(
+                manager, store, pause_image=pause.image, runtime_handler=args.runtime,
+                streaming=streaming, registry_hosts=hosts, auth=auth))
         except BaseException:
             if streaming is not None:
                 streaming.stop()

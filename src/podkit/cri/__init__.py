@@ -3,11 +3,12 @@
 ``podkit.cri.api_pb2`` holds the protobuf messages generated from podkit's own ``api.proto``
 (wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
 ``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
-statuses. ``podkit.cri.service`` is the reference CRI server (``podkit.cri.server`` keeps its
-old names) and ``podkit.cri.streaming`` the exec/attach/port-forward server, imported on the
-first use of one of its names here (a server with streaming off never loads it). Importing this
-package never imports grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc``
-extra.
+statuses. ``CRIService`` (every RPC as a method, to subclass and give hooks), ``serve`` and
+``Server`` (it on a gRPC Unix socket) are the reference CRI server of ``podkit.cri.service``
+(``podkit.cri.server`` keeps its old names), and ``podkit.cri.streaming`` the
+exec/attach/port-forward server, each imported on the first use of one of its names here (a
+server with streaming off never loads it). Importing this package never imports grpc: the
+service stubs in ``podkit.cri.api_pb2_grpc`` and ``serve`` need the ``grpc`` extra.
 
 >>> from podkit.cri import api_pb2, sandbox_config_from_cri
 >>> msg = api_pb2.PodSandboxConfig(metadata=api_pb2.PodSandboxMetadata(name="web"))
@@ -42,6 +43,7 @@ from podkit.cri.convert import (
 )
 
 if TYPE_CHECKING:
+    from podkit.cri.service import CRIService, Server, serve
     from podkit.cri.streaming import (
         ContainerTarget,
         RuncStreamingRuntime,
@@ -53,12 +55,15 @@ if TYPE_CHECKING:
 # the streaming names, imported on first use: a server with streaming off never loads them
 _LAZY = dict.fromkeys(("ContainerTarget", "RuncStreamingRuntime", "StreamingRuntime",
                        "StreamingServer", "TokenCache"), "streaming")
+_LAZY.update(dict.fromkeys(("CRIService", "Server", "serve"), "service"))
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "CRIService",
     "ContainerTarget",
     "ConversionError",
     "RuncStreamingRuntime",
+    "Server",
     "StreamingRuntime",
     "StreamingServer",
     "TokenCache",
@@ -80,5 +85,6 @@ __all__ = [
     "pod_sandbox_to_cri",
     "sandbox_config_from_cri",
     "sandbox_config_to_cri",
+    "serve",
     "signal_number",
 ]

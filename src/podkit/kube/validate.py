@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from podkit import oci
 from podkit.errors import InvalidArgumentError, quote
 from podkit.kube.env import ENV_NAME
 from podkit.kube.fields import POD_FIELDS, shape_problems
@@ -185,9 +186,9 @@ def _security(ctr: Mapping[str, Any], where: str) -> Iterator[Problem]:
         if sc.get("privileged"):
             yield (f"{here}.allowPrivilegeEscalation",
                    "cannot be false with privileged: true")
-        adds = [str(c).upper().removeprefix("CAP_")
-                for c in (sc.get("capabilities") or {}).get("add") or ()]
-        if "SYS_ADMIN" in adds:
+        named = (sc.get("capabilities") or {}).get("add") or ()
+        adds = {oci.capability_name(str(c)) for c in named if str(c).strip()}  # as granted
+        if "CAP_SYS_ADMIN" in adds:
             yield (f"{here}.allowPrivilegeEscalation",
                    "cannot be false with capability SYS_ADMIN added")
     if sc.get("procMount") not in (None, "Default", "Unmasked"):

@@ -170,13 +170,6 @@ def clamp_oom_score_adj(value: int, floor: int | None) -> int:
     return value
 
 
-def _cap_name(name: str, where: str) -> str:
-    upper = name.strip().upper()
-    if not upper:
-        raise InvalidArgumentError(f"empty capability name in {where}")
-    return upper if upper.startswith("CAP_") else "CAP_" + upper
-
-
 def resolve_capabilities(
     base: Sequence[str],
     add: Iterable[str],
@@ -189,13 +182,14 @@ def resolve_capabilities(
     """Apply CRI add/drop lists (``ALL`` first, then names) to ``base``, in containerd's order.
 
     ``ALL`` means ``current``: the capabilities the runtime process can grant (containerd's
-    ``cap.Current()``), ``all_known`` when not given. Names may omit ``CAP_`` and any case;
+    ``cap.Current()``), ``all_known`` when not given. Names are read by
+    :func:`podkit.oci.capability_name` (``CAP_`` optional, any case);
     unknown names are an error naming the list (prefixed by ``where``).
     """
     known = set(all_known)
     prefix = f"{where}." if where else ""
-    adds = [_cap_name(n, f"{prefix}add_capabilities") for n in add]
-    drops = [_cap_name(n, f"{prefix}drop_capabilities") for n in drop]
+    adds = [oci.capability_name(n, f"{prefix}add_capabilities") for n in add]
+    drops = [oci.capability_name(n, f"{prefix}drop_capabilities") for n in drop]
     for field, names in (("add_capabilities", adds), ("drop_capabilities", drops)):
         for n in names:
             if n != "CAP_ALL" and n not in known:

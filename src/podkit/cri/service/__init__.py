@@ -6,20 +6,28 @@ out, podkit errors raised) over a :class:`~podkit.cri.service.pods.PodAPI` (a
 :func:`serve` puts it on a gRPC Unix socket. The parts: ``pods`` (the seam), ``sandboxes`` and
 ``containers`` (the runtime service), ``images`` (the image service), ``events`` and ``exits``
 (the events bus and the exit poller), ``status`` (runtime status and stats), ``replies`` (CRI
-shapes of records), ``errors`` (status codes), ``adapter`` (gRPC). Importing it never imports
-grpc.
+shapes of records), ``hooks`` (admission and mutation), ``errors`` (status codes), ``adapter``
+(gRPC). Importing it never imports grpc.
 """
 
 from podkit.cri.service.adapter import Server, claim_socket, manager_streaming, serve
 from podkit.cri.service.base import StreamingURLs
 from podkit.cri.service.core import CRIService
 from podkit.cri.service.errors import (
+    STATUS_CODES,
     EventsOverflowError,
     UnimplementedError,
     status_code_name,
     status_detail,
 )
 from podkit.cri.service.events import EVENTS_BACKLOG, EventBus
+from podkit.cri.service.hooks import (
+    ContainerAdmission,
+    ContainerMutation,
+    HookError,
+    PodAdmission,
+    PodMutation,
+)
 from podkit.cri.service.pods import PodAPI
 from podkit.cri.service.replies import ContainerImage
 from podkit.cri.service.status import KUBE_API_VERSION, RUNTIME_API_VERSION, RUNTIME_NAME
@@ -29,11 +37,17 @@ __all__ = [
     "KUBE_API_VERSION",
     "RUNTIME_API_VERSION",
     "RUNTIME_NAME",
+    "STATUS_CODES",
     "CRIService",
+    "ContainerAdmission",
     "ContainerImage",
+    "ContainerMutation",
     "EventBus",
     "EventsOverflowError",
+    "HookError",
     "PodAPI",
+    "PodAdmission",
+    "PodMutation",
     "Server",
     "StreamingURLs",
     "UnimplementedError",

@@ -14,13 +14,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from podkit import image as _image
-from podkit.cri.service.base import StreamingURLs
+from podkit.cri import api_pb2 as pb
 from podkit.cri.service.core import CRIService
-from podkit.cri.service.errors import status_code_name, status_detail
-from podkit.cri.service.pods import PodAPI
-from podkit.cri.service.pulls import CredentialLookup
-from podkit.cri.service.wire import WIRE_METHODS, register
+from podkit.cri.service.errors import mapped_code, status_code_name, status_detail
+from podkit.cri.service.wire import bytes_twin, register
 from podkit.errors import ConflictError, InvalidArgumentError, PodkitError
 from podkit.sandbox import SandboxManager
 
@@ -38,41 +35,36 @@ __all__ = [
 
 _log = logging.getLogger("podkit.cri")
 
-RUNTIME_METHODS = (
-    "Version", "RunPodSandbox", "StopPodSandbox", "RemovePodSandbox", "PodSandboxStatus",
-    "ListPodSandbox", "StreamPodSandboxes", "CreateContainer", "StartContainer",
-    "StopContainer", "RemoveContainer", "ListContainers", "StreamContainers", "ContainerStatus",
-    "UpdateContainerResources", "ReopenContainerLog", "ExecSync", "Exec", "Attach",
-    "PortForward", "ContainerStats", "ListContainerStats", "StreamContainerStats",
-    "PodSandboxStats", "ListPodSandboxStats", "StreamPodSandboxStats", "UpdateRuntimeConfig",
-    "Status", "CheckpointContainer", "GetContainerEvents", "ListMetricDescriptors",
-    "ListPodSandboxMetrics", "StreamPodSandboxMetrics", "RuntimeConfig",
-    "UpdatePodSandboxResources",
-)
-"""The RuntimeService RPCs (those the service lacks answer UNIMPLEMENTED)."""
-IMAGE_METHODS = ("ListImages", "StreamImages", "ImageStatus", "PullImage", "RemoveImage",
-                 "ImageFsInfo")
-"""The ImageService RPCs."""
-STREAMING_METHODS = frozenset({"GetContainerEvents", "StreamPodSandboxes", "StreamContainers",
-                               "StreamContainerStats", "StreamPodSandboxStats", "StreamImages"})
-"""The server-streaming RPCs (the service method takes the stream's ``is_active``)."""
+_SERVICES = pb.DESCRIPTOR.services_by_name
+RUNTIME_METHODS = tuple(m.name for m in _SERVICES["RuntimeService"].methods)
+"""The RuntimeService RPCs, from the proto (those the service lacks answer UNIMPLEMENTED)."""
+IMAGE_METHODS = tuple(m.name for m in _SERVICES["ImageService"].methods)
+"""The ImageService RPCs, from the proto."""
+STREAMING_METHODS = frozenset(m.name for service in _SERVICES.values() for m in service.methods
+                              if m.server_streaming)
+"""The server-streaming RPCs: the service method takes ``(request, is_active)`` and returns an
+iterator of responses."""
 
 
 def adapt(service: object, name: str, *, wire: bool = False) -> Callable[..., Any]:
     """A gRPC handler for RPC ``name`` calling ``service.<name>``; any error aborts the call
-    with its status code and a bounded message. With ``wire``, RPCs of
-    :data:`~podkit.cri.service.wire.WIRE_METHODS` call the service's twin returning the
-    serialized response (register with :func:`~podkit.cri.service.wire.register`)."""
+    with its status code (``service.status_code(exc)`` when the service has one) and a bounded
+    message. With ``wire``, RPCs of :data:`~podkit.cri.service.wire.WIRE_METHODS` call the
+    service's twin returning the serialized response when the service did not override the
+    RPC (:func:`~podkit.cri.service.wire.bytes_twin`; register with
+    :func:`~podkit.cri.service.wire.register`)."""
     import grpc
 
     method = getattr(service, name, None)
-    if wire and name in WIRE_METHODS:
-        method = getattr(service, WIRE_METHODS[name], method)
+    if wire and method is not None:
+        method = bytes_twin(service, name) or method
+    code_of: Callable[[BaseException], str] = getattr(service, "status_code", status_code_name)
+    codes = getattr(service, "status_codes", {})
 
     def fail(context: Any, exc: BaseException) -> None:
-        code = getattr(grpc.StatusCode, status_code_name(exc))
+        code = getattr(grpc.StatusCode, code_of(exc))
         text = str(exc)
-        if not isinstance(exc, PodkitError):
+        if not isinstance(exc, PodkitError) and mapped_code(exc, codes) is None:
             _log.error("%s failed unexpectedly", name, exc_info=exc)
             text = f"{name}: unexpected {type(exc).__name__}: {exc}"
         context.abort(code, status_detail(text))
@@ -111,12 +103,25 @@ class Servicer:
 
 
 class Server:
-    """A running reference server: the gRPC server, its service and its socket."""
+    """A CRI service served over gRPC on a Unix socket: RuntimeService and ImageService.
 
-    def __init__(self, grpc_server: Any, service: CRIService, socket_path: Path) -> None:
-        self.grpc_server = grpc_server
+    ``Server(socket_path, service).start()`` (what :func:`serve` does) claims the socket
+    (:func:`claim_socket`), calls ``service.recover()``, starts gRPC with ``max_workers``
+    threads (each RPC in progress, and each open event stream, holds one) and gRPC server
+    ``options``, then ``service.start_monitor()``; the socket is made ``0660``. :meth:`stop`
+    ends the event streams, stops gRPC and the exit monitor and closes the service (pods keep
+    running). Also a context manager (stops on exit).
+    """
+
+    def __init__(self, socket_path: str | os.PathLike[str], service: CRIService, *,
+                 max_workers: int = 64, options: Mapping[str, Any] | None = None) -> None:
+        if max_workers < 1:
+            raise InvalidArgumentError(f"max_workers {max_workers}: must be at least 1")
+        self.socket_path = Path(socket_path).absolute()
         self.service = service
-        self.socket_path = socket_path
+        self.max_workers = max_workers
+        self.options = dict(options or {})
+        self.grpc_server: Any = None
         self._stopped = threading.Event()
 
     @property
@@ -124,17 +129,53 @@ class Server:
         """The gRPC target (``unix:///path``) clients connect to."""
         return f"unix://{self.socket_path}"
 
+    def start(self) -> Server:
+        """Serve (see the class); itself. A failed start leaves no server and no socket."""
+        import concurrent.futures
+
+        import grpc
+
+        from podkit.cri import api_pb2_grpc
+
+        if self.grpc_server is not None:
+            raise ConflictError(f"server on {self.socket_path}: already started")
+        claim_socket(self.socket_path)
+        self.service.recover()
+        server = grpc.server(concurrent.futures.ThreadPoolExecutor(
+            max_workers=self.max_workers, thread_name_prefix="podkit-cri"),
+            options=list(self.options.items()))
+        try:
+            runtime: Any = Servicer(self.service, RUNTIME_METHODS, wire=True)
+            images: Any = Servicer(self.service, IMAGE_METHODS)
+            register(api_pb2_grpc.add_RuntimeServiceServicer_to_server, runtime, server)
+            api_pb2_grpc.add_ImageServiceServicer_to_server(images, server)
+            server.add_insecure_port(self.address)
+            server.start()
+        except BaseException:
+            server.stop(None)
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
+            raise
+        self.grpc_server = server
+        self.service.start_monitor()
+        with contextlib.suppress(OSError):
+            self.socket_path.chmod(0o660)
+        return self
+
     def stop(self, grace: float | None = 5.0) -> None:
-        """Stop serving (event streams end), remove the socket; pods keep running."""
+        """Stop serving (event streams end), close the service, remove the socket; pods keep
+        running."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         self.service.stop_monitor()
         self.service.events.close()
-        self.grpc_server.stop(grace).wait()
+        if self.grpc_server is not None:
+            self.grpc_server.stop(grace).wait()
         self.service.close()
-        with contextlib.suppress(FileNotFoundError):
-            self.socket_path.unlink()
+        if self.grpc_server is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.socket_path.unlink()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until :meth:`stop` (or ``timeout``); whether it stopped."""
@@ -173,7 +214,7 @@ def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.
     Exec runs through the manager's runtime, attach through its supervisor (conmon), and
     port-forward connects inside the pod's network namespace. Stop it with ``.stop()``.
     """
-    from podkit.cri import ContainerTarget, RuncStreamingRuntime, StreamingServer
+    from podkit.cri.streaming import ContainerTarget, RuncStreamingRuntime, StreamingServer
 
     def container(id: str) -> ContainerTarget:
         manager.container_status(id)
@@ -186,50 +227,11 @@ def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.
     return StreamingServer(runtime, address).start()
 
 
-def serve(
-    socket_path: str | os.PathLike[str],
-    manager: PodAPI,
-    store: _image.ImageStore,
-    *,
-    streaming: StreamingURLs | None = None,
-    pause_image: str = "",
-    runtime_handler: str = "runc",
-    network_loader: Callable[[], Any] | None = None,
-    max_workers: int = 64,
-    options: Mapping[str, Any] | None = None,
-    registry_hosts: _image.RegistryHosts | None = None,
-    auth: CredentialLookup | None = None,
-) -> Server:
-    """Serve RuntimeService and ImageService on a Unix socket; returns the running server.
+def serve(socket_path: str | os.PathLike[str], service: CRIService, *, max_workers: int = 64,
+          options: Mapping[str, Any] | None = None) -> Server:
+    """Serve ``service`` (a :class:`CRIService`, or a subclass) on a Unix socket: the started
+    :class:`Server`.
 
-    ``manager`` is made for the server (``images=store``, its ``network_loader``; see
-    :class:`CRIService`); call ``manager.recover()`` first when the state dir may hold pods of
-    an earlier server. ``max_workers`` bounds concurrent RPCs (each open GetContainerEvents
-    stream holds one). ``registry_hosts`` and ``auth`` are how PullImage reaches registries
-    (see :class:`CRIService`).
+    >>> server = serve("/run/mycri.sock", CRIService(manager, store))   # doctest: +SKIP
     """
-    import concurrent.futures
-
-    import grpc
-
-    from podkit.cri import api_pb2_grpc
-
-    path = Path(socket_path).absolute()
-    claim_socket(path)
-    service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
-                         runtime_handler=runtime_handler, network_loader=network_loader,
-                         registry_hosts=registry_hosts, auth=auth)
-    service.recover()
-    server = grpc.server(concurrent.futures.ThreadPoolExecutor(
-        max_workers=max_workers, thread_name_prefix="podkit-cri"),
-        options=list((options or {}).items()))
-    runtime: Any = Servicer(service, RUNTIME_METHODS, wire=True)
-    images: Any = Servicer(service, IMAGE_METHODS)
-    register(api_pb2_grpc.add_RuntimeServiceServicer_to_server, runtime, server)
-    api_pb2_grpc.add_ImageServiceServicer_to_server(images, server)
-    server.add_insecure_port(f"unix://{path}")
-    server.start()
-    service.start_monitor()
-    with contextlib.suppress(OSError):
-        path.chmod(0o660)
-    return Server(server, service, path)
+    return Server(socket_path, service, max_workers=max_workers, options=options).start()

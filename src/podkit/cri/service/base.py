@@ -12,11 +12,18 @@ import os
 import threading
 from typing import Protocol
 
+import podkit
 from podkit import image as _image
 from podkit import procfs
 from podkit.cri import api_pb2 as pb
 from podkit.cri.service.errors import UnimplementedError
 from podkit.cri.service.events import EventBus
+from podkit.cri.service.hooks import (
+    ContainerAdmission,
+    ContainerMutation,
+    PodAdmission,
+    PodMutation,
+)
 from podkit.cri.service.pods import PodAPI
 from podkit.cri.service.replies import (
     ContainerImage,
@@ -30,7 +37,10 @@ from podkit.cri.service.wire import one_item
 from podkit.errors import NotFoundError
 from podkit.sandbox import Container, Sandbox, SandboxFilter, SandboxState
 
-__all__ = ["ServiceBase", "StreamingURLs"]
+__all__ = ["RUNTIME_NAME", "ServiceBase", "StreamingURLs"]
+
+RUNTIME_NAME = "podkit"
+"""``VersionResponse.runtime_name`` unless the service is given another."""
 
 
 class StreamingURLs(Protocol):
@@ -67,6 +77,13 @@ class ServiceBase:
         self.streaming = streaming
         self.pause_image = pause_image
         self.runtime_handler = runtime_handler
+        self.runtime_name = RUNTIME_NAME
+        self.runtime_version = podkit.__version__
+        self.mutate_pod: list[PodMutation] = []
+        self.admit_pod: list[PodAdmission] = []
+        self.mutate_container: list[ContainerMutation] = []
+        self.admit_container: list[ContainerAdmission] = []
+        self.status_codes: dict[type[BaseException], str] = {}
         self.events = EventBus()
         self.pod_cidr = ""
         self._lock = threading.Lock()

@@ -14,6 +14,7 @@ from podkit.cri.convert import (
     linux_resources_from_cri,
 )
 from podkit.cri.service.exits import ContainerEvents
+from podkit.cri.service.hooks import container_policy
 from podkit.cri.service.requests import command, required, with_field_prefix
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, quote
 from podkit.sandbox import Container, ContainerFilter, ContainerState
@@ -27,18 +28,21 @@ class ContainerRPCs(ContainerEvents):
 
     def CreateContainer(self, request: pb.CreateContainerRequest,
                         ) -> pb.CreateContainerResponse:
-        """Build the container (CREATED) from the image the request names (the manager makes
-        its rootfs and applies the image's defaults); nothing left on error."""
+        """The container hooks, then build the container (CREATED) from the image the config
+        names (the manager makes its rootfs and applies the image's defaults); nothing left on
+        error."""
         sandbox_id = required(request.pod_sandbox_id, "pod_sandbox_id")
-        config = container_config_from_cri(request.config, path="config")
-        if self._fresh_sandbox(sandbox_id) is None:  # NotFound before any work
+        asked = container_config_from_cri(request.config, path="config")
+        pod = self._fresh_sandbox(sandbox_id)
+        if pod is None:  # NotFound before any work
             raise NotFoundError(f"pod_sandbox_id {quote(sandbox_id)}: no such pod sandbox")
+        config = container_policy(asked, pod, self.mutate_container, self.admit_container)
         ref = config.image
         if not ref:
             raise InvalidArgumentError("config.image.image: required (an image reference)")
         if os.path.isabs(ref) and not os.path.isdir(ref):
             raise NotFoundError(f"config.image.image {quote(ref)}: no such rootfs directory")
-        wanted = request.config.image.user_specified_image
+        wanted = request.config.image.user_specified_image if ref == asked.image else ""
         meta = {"user_specified_image": wanted} if wanted else {}
 
         def create() -> str:

@@ -8,21 +8,29 @@ it, and adds the ``Stream*`` list RPCs.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import podkit
 from podkit import image as _image
 from podkit.cri import api_pb2 as pb
-from podkit.cri.service.base import ServiceBase, StreamingURLs
+from podkit.cri.service.base import RUNTIME_NAME, ServiceBase, StreamingURLs
 from podkit.cri.service.containers import ContainerRPCs
+from podkit.cri.service.errors import check_codes, status_code_name
+from podkit.cri.service.hooks import (
+    ContainerAdmission,
+    ContainerMutation,
+    PodAdmission,
+    PodMutation,
+)
 from podkit.cri.service.images import ImageRPCs
 from podkit.cri.service.pods import PodAPI
 from podkit.cri.service.pulls import CredentialLookup
 from podkit.cri.service.requests import batches
 from podkit.cri.service.sandboxes import SandboxRPCs
 from podkit.cri.service.status import StatusRPCs
-from podkit.errors import InvalidArgumentError
+from podkit.errors import InvalidArgumentError, quote
 
 __all__ = ["CRIService"]
 
@@ -48,6 +56,18 @@ def _check_manager(manager: PodAPI, store: _image.ImageStore, rootfs_mode: str |
             "network_loader: give it to the manager (SandboxManager(..., network_loader=...))")
 
 
+H = TypeVar("H")
+
+
+def _hooks(hooks: Iterable[H], kind: str) -> list[H]:
+    """``hooks`` as the service's list, each checked to be callable."""
+    out = list(hooks)
+    for i, hook in enumerate(out):
+        if not callable(hook):
+            raise InvalidArgumentError(f"{kind}[{i}] {quote(hook)}: not callable")
+    return out
+
+
 class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
     """Every CRI RPC as a method named like it: ``service.RunPodSandbox(request) -> response``.
 
@@ -62,7 +82,26 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
     ``registry_hosts`` (a :class:`~podkit.image.RegistryHosts`: mirrors, TLS, headers) and
     ``auth`` (credentials by registry host, e.g. an :class:`~podkit.image.AuthFile`, used when
     a PullImage request carries none) are how PullImage reaches registries.
-    Thread-safe; raises podkit errors.
+
+    Extension points (docs/cri-extending.md):
+
+    - ``mutate_pod``, ``admit_pod``, ``mutate_container``, ``admit_container``: lists of hooks
+      run before RunPodSandbox / CreateContainer make anything (:mod:`podkit.cri.service.hooks`);
+      an admission hook refuses with :class:`~podkit.errors.PermissionDeniedError`.
+    - ``status_codes``: ``{exception class: "GRPC_CODE_NAME"}`` for errors of your own (the
+      nearest class of an error's MRO wins, before podkit's table).
+    - ``runtime_name``, ``runtime_version``: what Version answers (``podkit`` and its version).
+    - A subclass overrides any RPC: ``def ListContainers(self, request)`` returning the
+      response (``super()`` for podkit's); the server-streaming ones take
+      ``(request, is_active)`` and return an iterator of responses (``is_active()`` is false
+      once the client left). An RPC the service lacks (CheckpointContainer, the metrics ones)
+      answers UNIMPLEMENTED until a subclass defines it. :func:`serve` always calls the
+      override.
+
+    Lifecycle: :meth:`recover` (after ``manager.recover()``), :meth:`start_monitor` (the exit
+    poller thread), :meth:`stop_monitor`, :meth:`close`; :class:`Server` calls them in that
+    order. Threading: RPCs run concurrently on the gRPC worker threads; the service is
+    thread-safe, and hooks and overrides must be too. Raises podkit errors.
     """
 
     def __init__(
@@ -78,14 +117,34 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
         network_loader: Callable[[], Any] | None = None,
         registry_hosts: _image.RegistryHosts | None = None,
         auth: CredentialLookup | None = None,
+        runtime_name: str = RUNTIME_NAME,
+        runtime_version: str = podkit.__version__,
+        mutate_pod: Iterable[PodMutation] = (),
+        admit_pod: Iterable[PodAdmission] = (),
+        mutate_container: Iterable[ContainerMutation] = (),
+        admit_container: Iterable[ContainerAdmission] = (),
+        status_codes: Mapping[type[BaseException], str] | None = None,
     ) -> None:
         if rootfs_mode is not None and rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
         _check_manager(manager, store, rootfs_mode, network_loader)
+        codes = check_codes(status_codes or {})
+        hooks = (_hooks(mutate_pod, "mutate_pod"), _hooks(admit_pod, "admit_pod"),
+                 _hooks(mutate_container, "mutate_container"),
+                 _hooks(admit_container, "admit_container"))
         ServiceBase.__init__(self, manager, store, streaming=streaming, pause_image=pause_image,
                              runtime_handler=runtime_handler)
+        self.runtime_name, self.runtime_version = runtime_name, runtime_version
+        self.mutate_pod, self.admit_pod, self.mutate_container, self.admit_container = hooks
+        self.status_codes = codes
         self._init_images(registry_hosts, auth)
         self.state_dir = Path(state_dir) if state_dir else Path(manager.state_dir) / "cri"
+
+    def status_code(self, exc: BaseException) -> str:
+        """The gRPC status code name the server answers ``exc`` with: ``status_codes`` (the
+        nearest class), else podkit's table (``NotFoundError`` -> ``NOT_FOUND``, ...), else
+        ``UNKNOWN``."""
+        return status_code_name(exc, self.status_codes)
 
     @property
     def network_loader(self) -> Callable[[], Any] | None:
@@ -103,34 +162,34 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
     # -- Stream* list RPCs (cri-api v0.36): the list RPCs' results in batches --------------
 
     def StreamPodSandboxes(self, request: pb.StreamPodSandboxesRequest,
-                           active: Callable[[], bool] = lambda: True,
+                           is_active: Callable[[], bool] = lambda: True,
                            ) -> Iterator[pb.StreamPodSandboxesResponse]:
         """``ListPodSandbox`` in batches of :data:`~podkit.cri.service.requests.STREAM_BATCH`."""
         items = list(self.ListPodSandbox(pb.ListPodSandboxRequest(filter=request.filter)).items)
-        return batches(items, lambda b: pb.StreamPodSandboxesResponse(pod_sandboxes=b), active)
+        return batches(items, lambda b: pb.StreamPodSandboxesResponse(pod_sandboxes=b), is_active)
 
     def StreamContainers(self, request: pb.StreamContainersRequest,
-                         active: Callable[[], bool] = lambda: True,
+                         is_active: Callable[[], bool] = lambda: True,
                          ) -> Iterator[pb.StreamContainersResponse]:
         """``ListContainers`` in batches."""
         items = list(self.ListContainers(
             pb.ListContainersRequest(filter=request.filter)).containers)
-        return batches(items, lambda b: pb.StreamContainersResponse(containers=b), active)
+        return batches(items, lambda b: pb.StreamContainersResponse(containers=b), is_active)
 
     def StreamContainerStats(self, request: pb.StreamContainerStatsRequest,
-                             active: Callable[[], bool] = lambda: True,
+                             is_active: Callable[[], bool] = lambda: True,
                              ) -> Iterator[pb.StreamContainerStatsResponse]:
         """``ListContainerStats`` in batches."""
         items = list(self.ListContainerStats(
             pb.ListContainerStatsRequest(filter=request.filter)).stats)
         return batches(items, lambda b: pb.StreamContainerStatsResponse(container_stats=b),
-                       active)
+                       is_active)
 
     def StreamPodSandboxStats(self, request: pb.StreamPodSandboxStatsRequest,
-                              active: Callable[[], bool] = lambda: True,
+                              is_active: Callable[[], bool] = lambda: True,
                               ) -> Iterator[pb.StreamPodSandboxStatsResponse]:
         """``ListPodSandboxStats`` in batches."""
         items = list(self.ListPodSandboxStats(
             pb.ListPodSandboxStatsRequest(filter=request.filter)).stats)
         return batches(items, lambda b: pb.StreamPodSandboxStatsResponse(pod_sandbox_stats=b),
-                       active)
+                       is_active)

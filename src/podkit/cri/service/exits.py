@@ -137,12 +137,12 @@ class ContainerEvents(ServiceBase):
         self._pauses.close()
 
     def GetContainerEvents(self, request: pb.GetEventsRequest,
-                           active: Callable[[], bool] = lambda: True,
+                           is_active: Callable[[], bool] = lambda: True,
                            ) -> Iterator[pb.ContainerEventResponse]:
         """Every container and sandbox event from now on, until the stream ends."""
         q = self.events.subscribe()
         try:
-            while active():
+            while is_active():
                 try:
                     ev = q.get(timeout=1.0)
                 except queue.Empty:

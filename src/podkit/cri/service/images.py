@@ -79,11 +79,11 @@ class ImageRPCs(ServiceBase):
         return out
 
     def StreamImages(self, request: pb.StreamImagesRequest,
-                     active: Callable[[], bool] = lambda: True,
+                     is_active: Callable[[], bool] = lambda: True,
                      ) -> Iterator[pb.StreamImagesResponse]:
         """``ListImages`` in batches."""
         items = list(self.ListImages(pb.ListImagesRequest(filter=request.filter)).images)
-        return batches(items, lambda b: pb.StreamImagesResponse(images=b), active)
+        return batches(items, lambda b: pb.StreamImagesResponse(images=b), is_active)
 
     def ImageStatus(self, request: pb.ImageStatusRequest) -> pb.ImageStatusResponse:
         """The image, or an empty response when it is not present (as kubelet expects)."""

@@ -14,6 +14,7 @@ from podkit.cri.convert import (
     sandbox_config_from_cri,
 )
 from podkit.cri.service.exits import ContainerEvents
+from podkit.cri.service.hooks import pod_policy
 from podkit.cri.service.replies import sandbox_status_to_cri
 from podkit.cri.service.requests import now, required, with_field_prefix
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, quote
@@ -33,12 +34,14 @@ class SandboxRPCs(ContainerEvents):
     PodSandboxStatus, ListPodSandbox and PortForward."""
 
     def RunPodSandbox(self, request: pb.RunPodSandboxRequest) -> pb.RunPodSandboxResponse:
-        """Network namespace, CNI, sandbox files and the pause; undone on any failure."""
+        """The pod hooks, then network namespace, CNI, sandbox files and the pause; undone on
+        any failure."""
         if request.runtime_handler not in ("", self.runtime_handler):
             raise InvalidArgumentError(
                 f"runtime_handler {quote(request.runtime_handler)}: not configured (this server "
                 f"has {self.runtime_handler!r} and the default '')")
-        config = sandbox_config_from_cri(request.config, path="config")
+        config = pod_policy(sandbox_config_from_cri(request.config, path="config"),
+                            self.mutate_pod, self.admit_pod)
         if self.manager.networks is None:
             self.manager.load_networks()
         sb = with_field_prefix("config", lambda: self.manager.run_sandbox(config))

@@ -6,9 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 
-import podkit
 from podkit.cri import api_pb2 as pb
-from podkit.cri.service.base import ServiceBase
+from podkit.cri.service.base import RUNTIME_NAME, ServiceBase
 from podkit.cri.service.replies import (
     container_stats_to_cri,
     filesystem_usage,
@@ -26,8 +25,6 @@ from podkit.sandbox import (
 
 __all__ = ["KUBE_API_VERSION", "RUNTIME_API_VERSION", "RUNTIME_NAME", "StatusRPCs"]
 
-RUNTIME_NAME = "podkit"
-"""``VersionResponse.runtime_name``."""
 RUNTIME_API_VERSION = "v1"
 """``VersionResponse.runtime_api_version`` (the CRI package version)."""
 KUBE_API_VERSION = "0.1.0"
@@ -38,9 +35,9 @@ class StatusRPCs(ServiceBase):
     """Version, Status, RuntimeConfig, UpdateRuntimeConfig and the stats RPCs."""
 
     def Version(self, request: pb.VersionRequest) -> pb.VersionResponse:
-        """Runtime name and version; the CRI API version."""
-        return pb.VersionResponse(version=KUBE_API_VERSION, runtime_name=RUNTIME_NAME,
-                                  runtime_version=podkit.__version__,
+        """The service's ``runtime_name`` and ``runtime_version``; the CRI API version."""
+        return pb.VersionResponse(version=KUBE_API_VERSION, runtime_name=self.runtime_name,
+                                  runtime_version=self.runtime_version,
                                   runtime_api_version=RUNTIME_API_VERSION)
 
     def Status(self, request: pb.StatusRequest) -> pb.StatusResponse:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["WIRE_METHODS", "one_item", "register", "sends_bytes"]
+__all__ = ["WIRE_METHODS", "bytes_twin", "one_item", "register", "sends_bytes"]
 
 WIRE_METHODS: Mapping[str, str] = {
     "ListContainers": "list_containers_wire",
@@ -19,6 +19,26 @@ WIRE_METHODS: Mapping[str, str] = {
     "ContainerStatus": "container_status_wire",
 }
 """The RPCs whose service method has a twin returning the serialized response."""
+
+
+def _defined_by(cls: type, attr: str) -> type | None:
+    return next((k for k in cls.__mro__ if attr in vars(k)), None)
+
+
+def bytes_twin(service: object, name: str) -> Callable[[Any], bytes] | None:
+    """The bytes twin of RPC ``name`` (:data:`WIRE_METHODS`) when it answers for the method
+    ``service`` really has: both defined by the same class, neither set on the instance.
+    ``None`` otherwise: a subclass that overrides ``ListContainers`` gets its override called,
+    never podkit's kept bytes."""
+    twin = WIRE_METHODS.get(name)
+    own = getattr(service, "__dict__", {})
+    if twin is None or name in own or twin in own:
+        return None
+    owner = _defined_by(type(service), twin)
+    if owner is None or _defined_by(type(service), name) is not owner:
+        return None
+    method: Callable[[Any], bytes] = getattr(service, twin)
+    return method
 
 
 def one_item(response: Callable[[], Any], field: str) -> Callable[[Any], bytes]:

@@ -21,6 +21,7 @@ applies them. Every name is importable from here.
 from __future__ import annotations
 
 from podkit.oci.opts.capabilities import (
+    capability_name,
     current_capabilities,
     with_added_capabilities,
     with_all_current_capabilities,
@@ -119,6 +120,7 @@ __all__ = [
     "SpecOpt",
     "SpecOptError",
     "UserLookupError",
+    "capability_name",
     "compose",
     "current_capabilities",
     "generate",

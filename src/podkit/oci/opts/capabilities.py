@@ -1,5 +1,6 @@
 """Options on capabilities: set, add, drop, ambient, all known ones, or the caller's own
-(read from ``/proc/self/status``).
+(read from ``/proc/self/status``); and podkit's rule for the names a CRI config gives
+(:func:`capability_name`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from podkit.oci.opts.core import SpecOpt, SpecOptError, _cap_names, _caps, _str
 from podkit.oci.spec import Spec
 
 __all__ = [
+    "capability_name",
     "current_capabilities",
     "with_added_capabilities",
     "with_all_current_capabilities",
@@ -20,6 +22,28 @@ __all__ = [
     "with_capabilities",
     "with_dropped_capabilities",
 ]
+
+
+def capability_name(name: str, where: str = "") -> str:
+    """The OCI name of a capability as a CRI config or a manifest spells it: ``CAP_`` optional,
+    any case, spaces around ignored (``"sys_admin"`` -> ``"CAP_SYS_ADMIN"``).
+
+    The one rule podkit applies wherever it reads such names, so a policy that compares
+    ``capability_name(n)`` sees what podkit grants. The CRI keyword ``ALL`` (any case, with or
+    without ``CAP_``) becomes ``"CAP_ALL"``. The name is not checked against
+    :data:`KNOWN_CAPABILITIES` (podkit refuses unknown ones when it builds a spec); an empty
+    one raises ``SpecOptError`` naming ``where``.
+
+    >>> capability_name("net_admin"), capability_name("Cap_Kill"), capability_name("all")
+    ('CAP_NET_ADMIN', 'CAP_KILL', 'CAP_ALL')
+    """
+    place = f" in {where}" if where else ""
+    if not isinstance(name, str):
+        raise SpecOptError(f"capability name {name!r}{place}: must be a string")
+    upper = name.strip().upper()
+    if not upper:
+        raise SpecOptError(f"empty capability name{place}")
+    return upper if upper.startswith("CAP_") else "CAP_" + upper
 
 
 def with_capabilities(caps: Iterable[str] | None) -> SpecOpt:
