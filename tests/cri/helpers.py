@@ -55,7 +55,7 @@ class Harness:
     """A CRIService served on a temp socket, and gRPC stubs talking to it."""
 
     def __init__(self, base: Path, layouts: dict[str, Path], *, runtime: str = "runc",
-                 cdi_dirs: list[Path] | None = None) -> None:
+                 cdi_dirs: list[Path] | None = None, registry_hosts: Any = None) -> None:
         import grpc
 
         from podkit.cri import api_pb2_grpc
@@ -83,7 +83,7 @@ class Harness:
                                       images=self.store)
         self.manager.recover()
         self.server = serve(base / "cri.sock", self.manager, self.store, pause_image=PAUSE,
-                            runtime_handler=runtime)
+                            runtime_handler=runtime, registry_hosts=registry_hosts)
         self.channel = grpc.insecure_channel(self.server.address)
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)
