@@ -56,6 +56,7 @@ class Harness:
 
     def __init__(self, base: Path, layouts: dict[str, Path], *, runtime: str = "runc",
                  cdi_dirs: list[Path] | None = None, service: Any = None,
+                 registry_hosts: Any = None,
                  **service_kw: Any) -> None:
         """``service``: the CRIService class to serve (a subclass), made with ``service_kw``
         (hooks, ...)."""
@@ -85,7 +86,8 @@ class Harness:
                                       images=self.store)
         self.manager.recover()
         self.service = (service or CRIService)(self.manager, self.store, pause_image=PAUSE,
-                                               runtime_handler=runtime, **service_kw)
+                                               runtime_handler=runtime,
+                                               registry_hosts=registry_hosts, **service_kw)
         self.server = serve(base / "cri.sock", self.service)
         self.channel = grpc.insecure_channel(self.server.address)
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)

@@ -56,6 +56,37 @@ def test_import_ls_inspect_rm_prune(sample: BuiltImage, tmp_path: Path,
     assert capsys.readouterr().out == ""
 
 
+def test_inspect_and_rm_take_every_form(sample: BuiltImage, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """The forms the store resolves (podkit.image.lookup), from the command line."""
+    root = str(tmp_path / "state")
+    layout = write_layout(tmp_path / "l", [(sample.descriptor, "v1")], sample.blobs)
+    for name in ("localhost/cli/app:v1", "busybox:latest"):
+        assert main(["image", "import", "-q", "--root", root, str(layout), name]) == 0
+    capsys.readouterr()
+    image_id = sample.manifest["config"]["digest"]
+    digest = sample.descriptor["digest"]
+    for form in (image_id, image_id[7:], image_id[7:19], f"localhost/cli/app@{digest}",
+                 f"localhost/cli/app:v1@{digest}", "busybox", "docker.io/library/busybox"):
+        assert main(["image", "inspect", "--root", root, form]) == 0, form
+        [record] = json.loads(capsys.readouterr().out)
+        assert record["id"] == image_id, form
+    assert main(["image", "inspect", "--root", root, image_id[7:12]]) == 3  # 5 digits: no guess
+    assert f"image docker.io/library/{image_id[7:12]}:latest not found" in \
+        capsys.readouterr().err
+    assert main(["image", "inspect", "--root", root, "Not A/Ref!!"]) == 2
+    assert "invalid reference 'Not A/Ref!!'" in capsys.readouterr().err
+    assert main(["image", "rm", "--root", root, f"busybox@{digest}"]) == 0
+    assert capsys.readouterr().out.split() == ["docker.io/library/busybox:latest"]
+    assert main(["image", "import", "-q", "--root", root, str(layout), "busybox:latest"]) == 0
+    capsys.readouterr()
+    assert main(["image", "rm", "--root", root, image_id[7:19]]) == 0  # the ID: every name
+    assert capsys.readouterr().out.split() == ["docker.io/library/busybox:latest",
+                                               "localhost/cli/app:v1"]
+    assert main(["image", "rm", "--root", root, image_id[7:19]]) == 3
+    assert f"nor an image ID starting with {image_id[7:19]}" in capsys.readouterr().err
+
+
 def test_import_error_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["image", "import", "--root", str(tmp_path), str(tmp_path / "nope")]) == 1
     err = capsys.readouterr().err

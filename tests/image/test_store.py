@@ -97,7 +97,7 @@ def test_records_get_list_tag_remove(imported: ImageStore, sample: BuiltImage) -
     assert [i.name for i in store.list()] == ["docker.io/library/copy:latest",
                                               "localhost/podkit/app:v1"]
     assert store.get("docker.io/library/copy").manifest == image.manifest
-    assert store.remove("copy").name == "docker.io/library/copy:latest"
+    assert [i.name for i in store.remove("copy")] == ["docker.io/library/copy:latest"]
     with pytest.raises(ImageNotFoundError, match=r"docker.io/library/copy:latest"):
         store.get("copy")
     with pytest.raises(ImageNotFoundError, match=r"docker.io/library/copy:latest"):

@@ -216,7 +216,8 @@ def _inspect(args: argparse.Namespace) -> int:
 def _rm(args: argparse.Namespace) -> int:
     store = _store(args)
     for ref in args.references:
-        print(store.remove(ref).name)
+        for image in store.remove(ref):
+            print(image.name)
     if args.prune:
         result = store.gc()
         print(f"removed {len(result.blobs)} blobs, {len(result.snapshots)} snapshots, "
@@ -229,6 +230,10 @@ def _prune(args: argparse.Namespace) -> int:
     print(f"removed {len(result.blobs)} blobs, {len(result.snapshots)} snapshots, "
           f"{result.bytes_freed / 1e6:.1f} MB")
     return 0
+
+
+_IMAGE_HELP = ("NAME[:TAG], NAME[:TAG]@DIGEST, an image ID (sha256:HEX or HEX) or 6+ hex "
+               "digits of one")
 
 
 def _hosts_args(p: argparse.ArgumentParser) -> None:
@@ -289,12 +294,12 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_ls)
 
     p = leaf("inspect", "show image records and configs (JSON by default)")
-    p.add_argument("references", nargs="+")
+    p.add_argument("references", nargs="+", metavar="IMAGE", help=_IMAGE_HELP)
     add_output_options(p, default="json")
     p.set_defaults(func=_inspect)
 
-    p = leaf("rm", "remove image records")
-    p.add_argument("references", nargs="+")
+    p = leaf("rm", "remove image records (an ID or NAME@DIGEST: every name of it)")
+    p.add_argument("references", nargs="+", metavar="IMAGE", help=_IMAGE_HELP)
     p.add_argument("--prune", action="store_true", help="also garbage-collect afterwards")
     p.set_defaults(func=_rm)
 

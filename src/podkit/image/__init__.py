@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     )
     from podkit.image.hosts import RegistryHost, RegistryHosts
     from podkit.image.layout import import_image
+    from podkit.image.lookup import AmbiguousImageError, ImageQuery
     from podkit.image.progress import Progress, ProgressCallback
     from podkit.image.reference import Reference, ReferenceError, parse_reference
     from podkit.image.registry import Registry, pull, push
@@ -79,6 +80,8 @@ _LAZY: dict[str, str] = {
     "RegistryHost": "hosts",
     "RegistryHosts": "hosts",
     "import_image": "layout",
+    "AmbiguousImageError": "lookup",
+    "ImageQuery": "lookup",
     "Progress": "progress",
     "ProgressCallback": "progress",
     "Reference": "reference",
@@ -99,6 +102,7 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
+    "AmbiguousImageError",
     "AuthFile",
     "BlobNotFoundError",
     "CredentialHelperError",
@@ -113,6 +117,7 @@ __all__ = [
     "ImageError",
     "ImageInUseError",
     "ImageNotFoundError",
+    "ImageQuery",
     "ImageStore",
     "Platform",
     "PlatformNotFoundError",

@@ -35,6 +35,7 @@ import attrs
 
 from podkit import _linux
 from podkit._files import atomic_write, file_lock, fsync_dir, make_dirs
+from podkit.errors import quote
 from podkit.image.descriptor import (
     INDEX_TYPES,
     MANIFEST_TYPES,
@@ -49,6 +50,7 @@ from podkit.image.errors import (
     ImageError,
     ImageNotFoundError,
 )
+from podkit.image.lookup import MIN_ID_PREFIX, ImageQuery
 from podkit.image.reference import Reference, parse_digest, parse_reference
 from podkit.image.usage import DiskUsage, disk_usage
 
@@ -456,26 +458,51 @@ class ImageStore:
         atomic_write(self._record_path(image.name), json.dumps(image.to_dict(), indent=2) + "\n")
         return image
 
-    def get(self, ref: Reference | str) -> Image:
-        """The image record for ``ref`` (normalised), else :class:`ImageNotFoundError`.
-
-        A digest may also be given alone (``sha256:...``): the first image whose target or
-        manifest has that digest is returned.
-        """
-        if isinstance(ref, str) and ref.startswith("sha256:"):
-            for image in self.list():
-                if ref in (image.target.digest, image.manifest.digest):
-                    return image
-            raise ImageNotFoundError(f"image {ref} not found in {self.root}")
-        name = str(ref if isinstance(ref, Reference) else parse_reference(ref))
+    def _read(self, name: str) -> Image | None:
+        """The record stored under the normalised ``name``; ``None`` when there is none."""
         path = self._record_path(name)
         try:
             data = json.loads(path.read_text())
         except FileNotFoundError:
-            raise ImageNotFoundError(f"image {name} not found in {self.root}") from None
+            return None
         except ValueError as e:
             raise ImageError(f"corrupt image record {path} for {name}: {e}") from None
         return Image.from_dict(data, str(path))
+
+    def resolve(self, ref: Reference | str) -> builtins.list[Image]:
+        """Every record ``ref`` names, sorted by name (see :mod:`podkit.image.lookup`).
+
+        ``ref`` may be a name (``busybox``, ``REPO:TAG``), ``REPO@DIGEST``,
+        ``REPO:TAG@DIGEST``, the image ID (``sha256:<hex>`` or the hex alone) or a unique
+        prefix of it, or an index or manifest digest. :class:`ImageNotFoundError` when it names
+        nothing; ``ReferenceError`` when it can name nothing (``AmbiguousImageError`` for an
+        ID prefix several images share).
+        """
+        query = ImageQuery.parse(ref)
+        if query.reference is not None and query.reference.digest is None:
+            record = self._read(str(query.reference))  # a tag: one file, no listing
+            if record is not None:
+                return [record]
+            if query.id_prefix is None:
+                raise ImageNotFoundError(self._not_found(query))
+        found = query.match(self.list())
+        if not found:
+            raise ImageNotFoundError(self._not_found(query))
+        return found
+
+    def _not_found(self, query: ImageQuery) -> str:
+        what = query.digest or (str(query.reference) if query.reference else quote(query.text))
+        text = f"image {what} not found in {self.root}"
+        if query.id_prefix:
+            text += f", nor an image ID starting with {query.id_prefix}"
+        elif query.reference is None and query.digest is None:
+            text += f" (an image ID prefix has at least {MIN_ID_PREFIX} hex digits)"
+        return text
+
+    def get(self, ref: Reference | str) -> Image:
+        """The image record ``ref`` names (the first by name when it names several: an ID),
+        else :class:`ImageNotFoundError`; the forms are those of :meth:`resolve`."""
+        return self.resolve(ref)[0]
 
     def list(self) -> list[Image]:
         """Every image record, sorted by name."""
@@ -490,14 +517,20 @@ class ImageStore:
             out.append(Image.from_dict(data, str(path)))
         return sorted(out, key=lambda i: i.name)
 
-    def remove(self, ref: Reference | str) -> Image:
-        """Delete the record for ``ref`` (blobs stay until ``gc()``); returns what was removed."""
-        image = self.get(ref)
-        path = self._record_path(image.name)
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-        fsync_dir(path.parent)
-        return image
+    def remove(self, ref: Reference | str | Image) -> builtins.list[Image]:
+        """Delete every record ``ref`` names (an :class:`Image`: that record; blobs stay until
+        ``gc()``); returns what was removed, :class:`ImageNotFoundError` when nothing."""
+        images = [ref] if isinstance(ref, Image) else self.resolve(ref)
+        removed = []
+        for image in images:
+            path = self._record_path(image.name)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed.append(image)
+        if not removed:
+            raise ImageNotFoundError(f"image {images[0].name} not found in {self.root}")
+        fsync_dir(self.root / "images")
+        return removed
 
     def tag(self, src: Reference | str, dst: Reference | str) -> Image:
         """Record the image of ``src`` under the name ``dst`` as well."""

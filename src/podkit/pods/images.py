@@ -74,12 +74,10 @@ def populated(rootfs: Path) -> bool:
 
 
 def find_image(store: _image.ImageStore, ref: str) -> _image.Image:
-    """An image by reference, by image ID (config digest) or by manifest/target digest."""
+    """The image ``ref`` names in any form the store resolves: a name, ``REPO@DIGEST``, the
+    image ID (config digest, what kubelet sends) or a unique prefix of it, an index or
+    manifest digest (see ``podkit.image.lookup``)."""
     try:
-        if ref.startswith("sha256:"):
-            for img in store.list():
-                if img.config.digest == ref:
-                    return img
         return store.get(ref)
     except _image.ReferenceError as exc:
         raise ContainerConfigError(f"image {ref!r}: {exc}") from None

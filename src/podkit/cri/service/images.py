@@ -21,15 +21,7 @@ from podkit.cri.service.replies import image_to_cri
 from podkit.cri.service.requests import batches, required
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError, quote
 
-__all__ = ["ImageRPCs", "same_ref"]
-
-
-def same_ref(a: str, b: str) -> bool:
-    """Whether two image references name the same thing once normalised."""
-    try:
-        return str(_image.parse_reference(a)) == str(_image.parse_reference(b))
-    except _image.ReferenceError:
-        return False
+__all__ = ["ImageRPCs"]
 
 
 class ImageRPCs(ServiceBase):
@@ -42,40 +34,44 @@ class ImageRPCs(ServiceBase):
         """Set up pulls: ``hosts`` (registry mirrors, TLS), ``auth`` (fallback credentials)."""
         self.puller = Puller(self.store, hosts, auth)
 
-    def _grouped_images(self) -> dict[str, list[_image.Image]]:
-        groups: dict[str, list[_image.Image]] = {}
-        for img in self.store.list():
-            groups.setdefault(img.config.digest, []).append(img)
-        return groups
-
-    def _image_message(self, records: list[_image.Image]) -> pb.Image:
-        pinned = bool(self.pause_image) and any(
-            self.pause_image in (r.name, r.config.digest) or same_ref(self.pause_image, r.name)
-            for r in records)
-        return image_to_cri(records, self.store.config(records[0]), pinned=pinned)
-
-    def _find_image(self, ref: str) -> list[_image.Image] | None:
-        groups = self._grouped_images()
-        if ref in groups:
-            return groups[ref]
+    def _pinned_id(self, records: list[_image.Image]) -> str:
+        """The image ID of the pause image among ``records`` ("" if absent or a rootfs)."""
         try:
-            img = self.store.get(ref)
+            found = _image.ImageQuery.parse(self.pause_image).match(records)
+        except _image.ReferenceError:
+            return ""
+        return found[0].config.digest if found else ""
+
+    def _image_message(self, group: list[_image.Image], pinned_id: str) -> pb.Image:
+        return image_to_cri(group, self.store.config(group[0]),
+                            pinned=group[0].config.digest == pinned_id)
+
+    def _find_image(self, ref: str) -> tuple[list[_image.Image], list[_image.Image]]:
+        """Every record of the image ``ref`` names in any form (``podkit.image.lookup``; ``[]``
+        when none), and every record of the store."""
+        records = self.store.list()
+        try:
+            named = _image.ImageQuery.parse(ref).match(records)
         except _image.ReferenceError as exc:
             raise InvalidArgumentError(f"image.image {quote(ref)}: {exc}") from None
-        except NotFoundError:
-            return None
-        return groups.get(img.config.digest, [img])
+        image_id = named[0].config.digest if named else None
+        return [r for r in records if r.config.digest == image_id], records
 
     def ListImages(self, request: pb.ListImagesRequest) -> pb.ListImagesResponse:
-        """Every image (one entry per image ID, its names as repo tags), or the filter's."""
+        """Every image (one entry per image ID, its names as repo tags), or the one the
+        filter names (in any form ``ImageStatus`` takes)."""
         out = pb.ListImagesResponse()
         ref = request.filter.image.image if request.HasField("filter") else ""
         if ref:
-            found = self._find_image(ref)
-            if found:
-                out.images.append(self._image_message(found))
-            return out
-        out.images.extend(self._image_message(g) for g in self._grouped_images().values())
+            group, records = self._find_image(ref)
+            groups = {ref: group} if group else {}
+        else:
+            records = self.store.list()
+            groups = {}
+            for img in records:
+                groups.setdefault(img.config.digest, []).append(img)
+        pinned_id = self._pinned_id(records)
+        out.images.extend(self._image_message(g, pinned_id) for g in groups.values())
         return out
 
     def StreamImages(self, request: pb.StreamImagesRequest,
@@ -86,20 +82,24 @@ class ImageRPCs(ServiceBase):
         return batches(items, lambda b: pb.StreamImagesResponse(images=b), is_active)
 
     def ImageStatus(self, request: pb.ImageStatusRequest) -> pb.ImageStatusResponse:
-        """The image, or an empty response when it is not present (as kubelet expects)."""
+        """The image, or an empty response when it is not present (as kubelet expects).
+
+        ``image.image`` may be a name, ``REPO@DIGEST``, ``REPO:TAG@DIGEST``, the image ID or a
+        unique prefix of it (containerd's forms); one that can name no image is
+        ``INVALID_ARGUMENT``."""
         ref = required(request.image.image, "image.image")
         out = pb.ImageStatusResponse()
-        found = self._find_image(ref)
-        if found:
-            out.image.CopyFrom(self._image_message(found))
+        group, records = self._find_image(ref)
+        if group:
+            out.image.CopyFrom(self._image_message(group, self._pinned_id(records)))
             if request.verbose:
-                cfg = self.store.config(found[0])
+                cfg = self.store.config(group[0])
                 out.info["info"] = json.dumps({
                     "imageSpec": {"config": {
                         "Env": list(cfg.env), "Entrypoint": cfg.entrypoint, "Cmd": cfg.cmd,
                         "WorkingDir": cfg.working_dir, "User": cfg.user,
                         "StopSignal": cfg.stop_signal, "Labels": cfg.labels}},
-                    "chainID": found[0].chain_ids[-1] if found[0].diff_ids else ""})
+                    "chainID": group[0].chain_ids[-1] if group[0].diff_ids else ""})
         return out
 
     def PullImage(self, request: pb.PullImageRequest) -> pb.PullImageResponse:
@@ -115,19 +115,21 @@ class ImageRPCs(ServiceBase):
         return pb.PullImageResponse(image_ref=img.config.digest)
 
     def RemoveImage(self, request: pb.RemoveImageRequest) -> pb.RemoveImageResponse:
-        """Forget every name of the image (by reference or ID); absent images succeed.
+        """Forget every name of the image ``image.image`` names (in any form ``ImageStatus``
+        takes); an image already gone succeeds, as kubelet and containerd expect.
 
         Like containerd, an image containers use is removed too: their root filesystems keep
         the snapshots they were made from (gc spares those) until the containers go."""
         ref = required(request.image.image, "image.image")
-        found = self._find_image(ref)
-        for img in found or ():
+        group, _ = self._find_image(ref)
+        if not group:
+            return pb.RemoveImageResponse()
+        for img in group:
             with contextlib.suppress(NotFoundError):
-                self.store.remove(img.name)
-        if found:
-            # blobs and snapshots no image or rootfs uses (containerd collects them too)
-            with contextlib.suppress(PodkitError, OSError):
-                self.store.gc()
+                self.store.remove(img)
+        # blobs and snapshots no image or rootfs uses (containerd collects them too)
+        with contextlib.suppress(PodkitError, OSError):
+            self.store.gc()
         return pb.RemoveImageResponse()
 
     def ImageFsInfo(self, request: pb.ImageFsInfoRequest) -> pb.ImageFsInfoResponse:
