@@ -166,7 +166,7 @@ def test_lenient_makes_them_warnings_apart_from_the_unmapped_fields() -> None:
 def test_strict_refuses_the_unmapped_fields_and_unknown_ones_still_come_first() -> None:
     text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  nodeSelector: {a: b}\n"
             "  containers: [{name: c, image: busybox}]\n")
-    with pytest.raises(InvalidArgumentError, match="spec.nodeSelector: not supported by podkit"):
+    with pytest.raises(InvalidArgumentError, match=r"spec\.nodeSelector: not supported by podkit"):
         _plans(text, strict=True)
     with pytest.raises(ManifestError, match="nodeSelectr: unknown field, did you mean "
                                             "'nodeSelector'"):
@@ -215,7 +215,7 @@ def test_the_tree_names_only_fields_kubernetes_has_with_known_leaves() -> None:
             walk(tree[0])
         elif isinstance(tree, dict):
             for key, sub in tree.items():
-                assert key == "*" or key[0].islower() and key.isalnum(), key
+                assert key == "*" or (key[0].islower() and key.isalnum()), key
                 walk(sub)
         else:
             seen.append(tree)

@@ -16,10 +16,11 @@ import pytest
 
 from podkit.pods.sandbox_spec import SANDBOX_OOM_SCORE_ADJ
 
+from . import test_play_cli
 from .play_support import BUSYBOX_IMAGE, KubeEnv
-from .test_play_cli import env, layout  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.integration
+env, layout = test_play_cli.env, test_play_cli.layout  # the fixtures, shared
 
 APP = f"""\
 apiVersion: v1
