@@ -152,8 +152,9 @@ def test_fixtures_name_blocks_that_run() -> None:
 
 def test_fixtures_are_made_only_for_the_pages_that_name_them() -> None:
     assert [f.name for f in for_page("docs/netns.md")] == []
-    assert "CNI list /etc/cni/net.d/10-pk-bridge.conflist" in [
-        f.name for f in for_page("docs/cni.md")]
+    assert [f.name for f in for_page("docs/cni.md")] == ["netns /run/netns/abc"]
+    assert "CNI list /etc/cni/net.d/10-pk-bridge.conflist (docs/cni.md#1)" in [
+        f.name for f in for_page("README.md")]
 
 
 def test_an_example_script_is_one_block_that_runs_as_a_file(tmp_path: Path) -> None:
