@@ -208,7 +208,7 @@ def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
 FIXTURES = [
     Fixture("busybox rootfs /srv/busybox", (
         "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cli-pod.md#1",
-        "docs/cri.md#1", "docs/kube.md#5"),
+        "docs/cri.md#1", "docs/kube.md#6"),
         make_busybox),
     Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
     Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
@@ -226,7 +226,7 @@ FIXTURES = [
     Fixture("CDI spec /etc/cdi/podkit-example.yaml (docs/cdi.md#1) and console files", (
         "docs/cdi.md#2", "docs/cdi.md#6"), make_cdi_example_spec),
     Fixture("pod.yaml (docs/pods.md#2)", ("docs/pods.md#3",), make_pod_yaml),
-    Fixture("web.yaml (docs/kube.md#4)", ("docs/kube.md#5",), make_kube_web_yaml),
+    Fixture("web.yaml (docs/kube.md#5)", ("docs/kube.md#6",), make_kube_web_yaml),
     Fixture("app.tar and layout-dir (busybox image)", ("docs/images.md#1", "docs/pods.md#4"),
             make_app_archives),
     Fixture("localhost/pause:1 and :3.10 in /var/lib/podkit", ("docs/pods.md#4",
