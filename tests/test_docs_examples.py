@@ -152,5 +152,31 @@ def test_fixtures_name_blocks_that_run() -> None:
 
 def test_fixtures_are_made_only_for_the_pages_that_name_them() -> None:
     assert [f.name for f in for_page("docs/netns.md")] == []
-    assert "CNI list /etc/cni/net.d/10-pk-bridge.conflist" in [
-        f.name for f in for_page("docs/cni.md")]
+    assert [f.name for f in for_page("docs/cni.md")] == ["netns /run/netns/abc"]
+    assert "CNI list /etc/cni/net.d/10-pk-bridge.conflist (docs/cni.md#1)" in [
+        f.name for f in for_page("README.md")]
+
+
+def test_an_example_script_is_one_block_that_runs_as_a_file(tmp_path: Path) -> None:
+    import docs.blocks as blocks
+    (tmp_path / "docs" / "ci").mkdir(parents=True)
+    script = tmp_path / "docs" / "ci" / "job.sh"
+    script.write_text("#!/bin/sh\nset -eu\npodkit pod ls\n")
+    (tmp_path / "docs" / "ci" / "README.md").write_text("# ci\n\n```sh\nsh job.sh\n```\n")
+    real = blocks.REPO
+    blocks.REPO = tmp_path
+    try:
+        assert blocks.pages()[-2:] == [tmp_path / "docs/ci/README.md", script]
+        [block] = page_blocks(script)
+        [readme] = page_blocks(tmp_path / "docs" / "ci" / "README.md")
+    finally:
+        blocks.REPO = real
+    assert (block.id, block.lang, block.script, block.runs) == ("docs/ci/job.sh#1", "sh", True,
+                                                                True)
+    assert block.shell_script() == script.read_text()
+    assert not readme.runs and not readme.script
+
+
+def test_the_ci_example_is_a_page_that_runs() -> None:
+    assert [b.id for b in ALL if b.script] == ["docs/ci/ci.sh#1"]
+    assert all(b.runs for b in ALL if b.script)

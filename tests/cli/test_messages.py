@@ -37,6 +37,20 @@ def test_one_line_and_bounded() -> None:
     assert "\n" not in line
 
 
+def test_bad_input_with_problems_prints_one_line_per_problem() -> None:
+    exc = errors.InvalidArgumentError(
+        "web.yaml: 2 unknown fields:\n"
+        "  web.yaml:9:7: spec.initContianers: unknown field, did you mean 'initContainers'?\n"
+        f"  web.yaml:14:9: spec.x: {'y' * 5000}")
+    first, one, two = messages.error_line(exc).split("\n")
+    assert first == "podkit: web.yaml: 2 unknown fields:"
+    assert one == ("  web.yaml:9:7: spec.initContianers: unknown field, did you mean "
+                   "'initContainers'?")
+    assert two.startswith("  web.yaml:14:9: spec.x: yyy") and len(two) < 500
+    # only bad input lists problems; any other error stays on one line
+    assert "\n" not in messages.error_line(errors.PodkitError("a:\n  b\n  c"))
+
+
 def test_os_errors_and_bugs() -> None:
     exc = PermissionError(13, "Permission denied", "/var/lib/podkit/image")
     assert messages.error_line(exc) == "podkit: permission denied: /var/lib/podkit/image"

@@ -11,6 +11,9 @@ Convention (also in docs/architecture.md, "Docs examples"):
   line is output that must appear in what they print (``...`` stands for lines left out).
 - Blocks of one page run in order in one Python interpreter and one working directory, as a
   reader pastes them: a block may use what an earlier block of its page made.
+- An example directory (``docs/ci/``) holds files a reader copies as they are: each of its
+  ``*.sh`` scripts is a page of one block (``docs/ci/ci.sh#1``) that runs as a file, ``sh -e
+  docs/ci/ci.sh`` from a copy of the checkout's ``docs/ci``, so it finds the files beside it.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ class Block:
     lang: str
     code: str
     not_run: str | None
+    script: bool = False  # a whole example script (docs/ci/ci.sh), run as a file
 
     @property
     def id(self) -> str:
@@ -67,7 +71,9 @@ class Block:
 
 
 def pages() -> list[Path]:
-    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    docs = REPO / "docs"
+    return [REPO / "README.md", *sorted(docs.glob("*.md")), *sorted(docs.glob("*/*.md")),
+            *sorted(docs.glob("*/*.sh"))]
 
 
 def page_name(page: Path) -> str:
@@ -76,8 +82,11 @@ def page_name(page: Path) -> str:
 
 
 def page_blocks(page: Path) -> list[Block]:
-    """The fenced blocks of one page, in order."""
+    """The fenced blocks of one page, in order (an example script: the script)."""
     text = page.read_text()
+    if page.suffix == ".sh":
+        return [Block(page=page_name(page), number=1, line=1, lang="sh", code=text,
+                      not_run=None, script=True)]
     found = []
     for number, m in enumerate(_FENCE.finditer(text), start=1):
         before = [ln.strip() for ln in text[:m.start()].splitlines() if ln.strip()]

@@ -96,20 +96,16 @@ def make_seccomp_profile(_: Context) -> None:
          "syscalls": [{"names": ["reboot"], "action": "SCMP_ACT_ERRNO"}]}))
 
 
-def bridge_conflist(name: str, subnet: str, version: str = "1.0.0") -> dict[str, Any]:
-    return {"cniVersion": version, "name": name, "plugins": [
-        {"type": "bridge", "bridge": "cni-" + name[:10], "isGateway": True, "ipMasq": False,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": subnet}]],
-                  "routes": [{"dst": "0.0.0.0/0"}]}},
-        {"type": "portmap", "capabilities": {"portMappings": True}}]}
+def _run_block(page: str, contains: str) -> None:
+    """Run the sh block of ``page`` that holds ``contains`` (it makes what another page uses)."""
+    subprocess.run(["sh", "-e", "-c", find_block(page, contains).code], check=True,
+                   stdout=subprocess.DEVNULL)
 
 
 def make_cni_bridge(_: Context) -> None:
-    """/etc/cni/net.d/10-pk-bridge.conflist: bridge + host-local + portmap, named pk-bridge."""
-    d = Path("/etc/cni/net.d")
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "10-pk-bridge.conflist").write_text(
-        json.dumps(bridge_conflist("pk-bridge", "10.22.0.0/16"), indent=2))
+    """/etc/cni/net.d/10-pk-bridge.conflist (bridge + host-local + portmap, named pk-bridge),
+    written by the block of docs/cni.md that shows it."""
+    _run_block("docs/cni.md", "10-pk-bridge.conflist <<")
 
 
 def make_netns_abc(_: Context) -> None:
@@ -117,12 +113,9 @@ def make_netns_abc(_: Context) -> None:
 
 
 def make_gpu_cdi_spec(_: Context) -> None:
-    """A vendor.com/gpu CDI spec whose devices 0 and 1 are made from /dev/null."""
-    Path("/etc/cdi").mkdir(exist_ok=True)
-    devices = [{"name": str(n), "containerEdits": {"deviceNodes": [
-        {"path": f"/dev/vendor-gpu{n}", "hostPath": "/dev/null"}]}} for n in (0, 1)]
-    Path("/etc/cdi/vendor.com-gpu.json").write_text(json.dumps(
-        {"cdiVersion": "0.5.0", "kind": "vendor.com/gpu", "devices": devices}))
+    """The vendor.com/gpu CDI spec (devices 0 and 1 made from /dev/null), written by the block
+    of docs/cdi.md that shows it."""
+    _run_block("docs/cdi.md", "vendor.com-gpu.yaml <<")
 
 
 def make_cdi_example_spec(ctx: Context) -> None:
@@ -215,7 +208,7 @@ def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
 FIXTURES = [
     Fixture("busybox rootfs /srv/busybox", (
         "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cli-pod.md#1",
-        "docs/cri.md#1", "docs/kube.md#5"),
+        "docs/cri.md#1", "docs/kube.md#6"),
         make_busybox),
     Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
     Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
@@ -225,15 +218,15 @@ FIXTURES = [
             make_runc_bundle),
     Fixture("rootfs /srv/web/rootfs with www-data", ("docs/oci.md#2",), make_web_rootfs),
     Fixture("seccomp profile /etc/podkit/db.json", ("docs/oci.md#3",), make_seccomp_profile),
-    Fixture("CNI list /etc/cni/net.d/10-pk-bridge.conflist", (
-        "README.md#2", "docs/cni.md#1", "docs/cni.md#2", "docs/cni.md#3"), make_cni_bridge),
-    Fixture("netns /run/netns/abc", ("docs/cni.md#2", "docs/cni.md#3"), make_netns_abc),
-    Fixture("CDI spec vendor.com/gpu (/dev/null-backed)", ("README.md#2", "docs/cdi.md#9"),
+    Fixture("CNI list /etc/cni/net.d/10-pk-bridge.conflist (docs/cni.md#1)", ("README.md#2",),
+            make_cni_bridge),
+    Fixture("netns /run/netns/abc", ("docs/cni.md#3", "docs/cni.md#4"), make_netns_abc),
+    Fixture("CDI spec vendor.com/gpu (docs/cdi.md#9, /dev/null-backed)", ("README.md#2",),
             make_gpu_cdi_spec),
     Fixture("CDI spec /etc/cdi/podkit-example.yaml (docs/cdi.md#1) and console files", (
         "docs/cdi.md#2", "docs/cdi.md#6"), make_cdi_example_spec),
     Fixture("pod.yaml (docs/pods.md#2)", ("docs/pods.md#3",), make_pod_yaml),
-    Fixture("web.yaml (docs/kube.md#4)", ("docs/kube.md#5",), make_kube_web_yaml),
+    Fixture("web.yaml (docs/kube.md#5)", ("docs/kube.md#6",), make_kube_web_yaml),
     Fixture("app.tar and layout-dir (busybox image)", ("docs/images.md#1", "docs/pods.md#4"),
             make_app_archives),
     Fixture("localhost/pause:1 and :3.10 in /var/lib/podkit", ("docs/pods.md#4",

@@ -674,7 +674,7 @@ def test_pod_wait_for_ready_runs_the_readiness_probe(env: KubeEnv) -> None:
     res = wait("--for", "ready", "--timeout", "2s")
     assert res.returncode == 6, res.stderr  # the probe fails: not ready
     assert "pod 'gate': not ready after 2s; it is: pod READY, setup EXITED (exit 0), app " \
-        "RUNNING" in res.stderr
+        "RUNNING (readiness probe: exit code 1)" in res.stderr  # why: the probe's result
     (hostdir / "ready").touch()
     res = wait("app", "--for", "ready", "--timeout", "60s")
     assert res.returncode == 0, res.stderr

@@ -91,3 +91,28 @@ def test_sigterm_interrupts_once_then_lets_the_clean_up_finish() -> None:
                 time.sleep(0)
             cleaned = True
     assert cleaned and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_strict_and_lenient_exclude_each_other() -> None:
+    from podkit.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["kube", "play", "a.yaml"])
+    assert (args.strict, args.lenient) == (False, False)  # strict names by default
+    assert parser.parse_args(["kube", "play", "a.yaml", "--lenient"]).lenient
+    with pytest.raises(SystemExit) as err:
+        parser.parse_args(["kube", "play", "a.yaml", "--strict", "--lenient"])
+    assert err.value.code == 2
+
+
+def test_plans_warns_of_each_unknown_field_when_lenient(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = _args(tmp_path, "Default", "")
+    Path(args.files[0]).write_text((POD % "Default").replace("dnsConfig", "dnsConfg"))
+    with pytest.raises(InvalidArgumentError, match="did you mean 'dnsConfig'"):
+        plans(args)
+    (plan,) = plans(args, lenient=True)
+    assert capsys.readouterr().err == (
+        f"podkit: warning: {args.files[0]}:6:3: spec.dnsConfg: unknown field, did you mean "
+        "'dnsConfig'?\n")
+    assert plan.sandbox.dns_config is None  # the misspelt dnsConfig was ignored

@@ -8,6 +8,8 @@ import io
 import json
 from contextlib import redirect_stdout
 
+import attrs
+
 from podkit._cli.exits import ExitCode, exit_code_for
 from podkit._cli.kube import print_result
 from podkit.errors import AlreadyExistsError
@@ -51,8 +53,22 @@ def test_json_fields() -> None:
     assert pod["host_ports"] == [{"host_port": 18080, "container_port": 80, "protocol": "TCP"}]
     assert pod["containers"][1] == {"name": "httpd", "id": "c" * 64, "init": False,
                                     "state": "running", "exit_code": None, "restart_count": 2}
-    assert (pod["sandbox_id"], pod["status"], pod["reason"], pod["warnings"]) == (
-        "a" * 64, "Ready", "", [])
+    assert (pod["sandbox_id"], pod["ip"], pod["status"], pod["reason"], pod["warnings"]) == (
+        "a" * 64, "10.88.0.7", "Ready", None, [])
+
+
+def test_json_says_null_for_what_does_not_apply() -> None:
+    """docs/cli.md: a field that does not apply is null, never "" (as pod inspect prints)."""
+    host = PlayResult((PodResult(name="h", namespace="kp", uid="u2", source="h.yaml#0 (Pod/h)",
+                                 containers=(ContainerResult(name="app", id=""),)),))
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        print_result(argparse.Namespace(output="json"), host)
+    [pod] = json.loads(buf.getvalue())["pods"]
+    assert (pod["sandbox_id"], pod["ip"], pod["reason"], pod["containers"][0]["id"]) == (
+        None, None, None, None)
+    failed = attrs.evolve(host.pods[0], reason="container 'app': exited with code 1")
+    assert failed.to_json()["reason"] == "container 'app': exited with code 1"
 
 
 def test_exit_codes() -> None:

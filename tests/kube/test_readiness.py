@@ -11,14 +11,15 @@ import pytest
 from podkit.errors import InvalidArgumentError
 from podkit.kube import ProbeSpec
 from podkit.kube.lifecycle import config_for
+from podkit.kube.probes import ProbeResult
 from podkit.kube.readiness import (
     INIT_ANNOTATION,
     READINESS_ANNOTATION,
     as_init,
     completed_init,
     probe_from_json,
+    probe_readiness,
     probe_to_json,
-    ready_now,
 )
 from podkit.kube.runner import play
 from podkit.pods.testing import FakePodManager
@@ -67,26 +68,27 @@ def _played(exec_code: list[int], readiness: ProbeSpec | None) -> tuple[FakePodM
     return m, c
 
 
-def test_ready_now_runs_the_probe_once() -> None:
+def test_probe_readiness_runs_the_probe_once_and_says_why() -> None:
     code = [1]
     m, c = _played(code, exec_probe("test", "-f", "/ready"))
     [sb] = m.list_sandboxes()
-    assert ready_now(m, sb, c) is False
+    assert probe_readiness(m, sb, c) == ProbeResult(False, "exit code 1")
     code[0] = 0
-    assert ready_now(m, sb, c) is True
+    assert probe_readiness(m, sb, c) == ProbeResult(True, "exit code 0")
     assert [call for call in m.calls if call[0] == "exec_sync"] == [("exec_sync", c.id)] * 2
 
 
 def test_no_probe_is_ready_and_the_initial_delay_is_waited() -> None:
     m, c = _played([1], None)
     [sb] = m.list_sandboxes()
-    assert ready_now(m, sb, c) is True
+    assert probe_readiness(m, sb, c) == ProbeResult(True, "no readiness probe")
     m2, c2 = _played([0], attrs.evolve(exec_probe("true"), initial_delay_seconds=30))
     [sb2] = m2.list_sandboxes()
     started = c2.started_at / 1e9
-    assert ready_now(m2, sb2, c2, now=lambda: started + 29) is False
+    assert probe_readiness(m2, sb2, c2, now=lambda: started + 29) == ProbeResult(
+        False, "not run before initialDelaySeconds (30s)")
     assert not any(call[0] == "exec_sync" for call in m2.calls)  # not run before the delay
-    assert ready_now(m2, sb2, c2, now=lambda: started + 30) is True
+    assert probe_readiness(m2, sb2, c2, now=lambda: started + 30).ok
 
 
 def test_pod_wait_asks_the_kube_check() -> None:
@@ -103,9 +105,11 @@ def test_pod_wait_asks_the_kube_check() -> None:
         def __exit__(self, *exc: object) -> None:
             pass
 
-    with pytest.raises(WaitTimeoutError, match=r"pod 'web': not ready after 0\.2s"):
+    with pytest.raises(WaitTimeoutError) as info:
         wait_for(Open, "web", "", "ready", 0.2,  # type: ignore[arg-type]
                  sleep=lambda s: None)
+    assert str(info.value) == ("pod 'web': not ready after 0.2s; it is: pod READY, app RUNNING "
+                               "(readiness probe: exit code 1)")
     assert wait_for(Open, "web", "", "running", 1).pod is not None  # type: ignore[arg-type]
     code[0] = 0
     assert wait_for(Open, "web", "", "ready", 1).pod is not None  # type: ignore[arg-type]

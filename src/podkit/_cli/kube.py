@@ -59,8 +59,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--replace", action="store_true", help="bring existing pods down first")
     p.add_argument("--rm-on-failure", action="store_true",
                    help="remove the pods when one fails or times out (default: leave them)")
-    p.add_argument("--strict", action="store_true",
-                   help="unsupported manifest fields are errors, not warnings")
+    fields = p.add_mutually_exclusive_group()
+    fields.add_argument("--strict", action="store_true",
+                        help="Kubernetes fields podkit does not map are errors, not warnings")
+    fields.add_argument("--lenient", action="store_true",
+                        help="unknown and duplicate manifest fields are warnings, not errors")
     p.add_argument("--pause-image", default="", metavar="REF",
                    help="pause image in the image store (or --pause-rootfs DIR)")
     p.add_argument("--registry-config-dir", default=str(DEFAULT_HOSTS_DIR), metavar="DIR",
@@ -106,10 +109,14 @@ def host_dns(path: str) -> DNSConfig | None:
         raise InvalidArgumentError(f"--resolv-conf {path}: cannot read it: {exc}") from None
 
 
-def plans(args: argparse.Namespace, *, strict: bool = False) -> list[PodPlan]:
-    """The pod plans of the files on the command line (volumes under ROOT/kube)."""
+def plans(args: argparse.Namespace, *, strict: bool = False, lenient: bool = False,
+          ) -> list[PodPlan]:
+    """The pod plans of the files on the command line (volumes under ROOT/kube); unknown
+    fields are refused (``lenient``: a warning each)."""
     manifests = load_manifests(args.files, configmap_files=args.configmap,
-                               secret_files=args.secret)
+                               secret_files=args.secret, lenient=lenient)
+    for line in manifests.warnings:
+        print(f"podkit: warning: {line}", file=sys.stderr)
     return plan_pods(manifests, volumes_root=str(podkit_root(args) / "kube"),
                      log_root=args.log_root, strict=strict,
                      host_dns=host_dns(args.resolv_conf))
@@ -160,7 +167,7 @@ def sigterm_interrupts() -> Iterator[None]:
 def cmd_play(args: argparse.Namespace) -> int:
     """Map, then run; warnings on stderr; on a failure the pods left are printed first."""
     timeout = parse_duration(args.timeout, "--timeout")
-    todo = plans(args, strict=args.strict)
+    todo = plans(args, strict=args.strict, lenient=args.lenient)
     for plan in todo:
         if plan.warnings:  # one warning per pod, listing every field
             print(f"podkit: warning: {plan.source}: {'; '.join(plan.warnings)}",
@@ -191,8 +198,9 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    """Remove what the files describe; one note per pod."""
-    todo = plans(args)
+    """Remove what the files describe (their unknown fields do not matter); one note per
+    pod."""
+    todo = plans(args, lenient=True)
     with manager(args) as mgr:
         result = down(mgr, todo)
     for note in result.notes:

@@ -1,7 +1,8 @@
 """What the ``podkit`` command says on stderr: one-line errors and warnings printed once.
 
 An error is ``podkit: <what failed>: <why>`` on one line; the command lines runtimes were
-started with (1-2 KB for conmon) and the stack appear only with ``--debug``.
+started with (1-2 KB for conmon) and the stack appear only with ``--debug``. Bad input with
+several problems (a manifest's fields) adds one line per problem under it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from podkit.errors import PodkitError
+from podkit.errors import InvalidArgumentError, PodkitError
 from podkit.runtime import OCIRuntimeError
 
 __all__ = ["MAX_MESSAGE", "error_line", "log_to", "needs_root_line"]
@@ -47,10 +48,22 @@ def error_line(exc: BaseException, *, debug: bool = False) -> str:
         if isinstance(exc, OCIRuntimeError) and exc.stderr:
             parts.append(f"podkit: runtime stderr: {exc.stderr.rstrip()}")
         return "\n".join(parts)
-    text = " ".join(_COMMAND.sub("", _text(exc)).split())
+    text, problems = _text(exc), []
+    if isinstance(exc, InvalidArgumentError):  # its problems: indented lines under the first
+        first, *rest = text.split("\n")
+        problems = [line for line in rest if line.startswith("  ")]
+        if problems:
+            text = first
+    lines = [f"podkit: {_cut(text)}", *(f"  {_cut(line)}" for line in problems)]
+    return "\n".join(lines)
+
+
+def _cut(text: str) -> str:
+    """One line of at most :data:`MAX_MESSAGE` characters, command lines left out."""
+    text = " ".join(_COMMAND.sub("", text).split())
     if len(text) > MAX_MESSAGE:
         text = text[:MAX_MESSAGE] + "... (--debug prints all)"
-    return f"podkit: {text}"
+    return text
 
 
 def needs_root_line(what: str) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 import sys
 import time
+from collections.abc import Iterator
 
-from podkit.errors import ConflictError, InvalidArgumentError
-from podkit.runtime import Attachment, Runc, parse_detach_keys
+from podkit.errors import ConflictError, InvalidArgumentError, PodkitError
+from podkit.runtime import Attachment, Runc, RuntimeTimeoutError, parse_detach_keys
 from podkit.runtime.attach import DEFAULT_DETACH_KEYS
 from podkit.runtime.interactive import ExecSession
 from podkit.sandbox import Container, ContainerState
@@ -19,7 +21,7 @@ from .pod_term import forward_resize, raw_terminal, terminal_size
 from .pod_time import parse_duration
 from .podctx import add_common, find_container, find_pod, manager
 
-__all__ = ["cmd_attach", "cmd_exec", "register"]
+__all__ = ["ExecTimeoutError", "cmd_attach", "cmd_exec", "register"]
 
 _EXIT_RECORDED = 10.0  # seconds attach waits for the container's exit code to be recorded
 
@@ -52,12 +54,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pod_watch.register(sub)
 
 
+class ExecTimeoutError(PodkitError, TimeoutError):
+    """``pod exec --timeout`` passed: the command was killed (exit code: timeout)."""
+
+
+@contextlib.contextmanager
+def _user_timeout(args: argparse.Namespace, cmd: list[str]) -> Iterator[None]:
+    """The runtime's timeout of an exec with ``--timeout`` told as what it is: the user's
+    command ran too long and was killed."""
+    try:
+        yield
+    except RuntimeTimeoutError:
+        if not args.timeout:
+            raise
+        raise ExecTimeoutError(
+            f"exec in pod {args.pod!r} container {args.container!r}: the command did not "
+            f"finish within --timeout {args.timeout} and was killed: {shlex.join(cmd)}"
+        ) from None
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     """The command's output and exit code: exec_sync, or with -i/-t an interactive exec."""
     cmd = [*args.words, *(getattr(args, "command_after_dashdash", None) or [])]
     if not cmd:
         raise InvalidArgumentError("exec: no command given (podkit pod exec POD CTR -- cmd ...)")
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout else None
+    with _user_timeout(args, cmd):
+        return _exec(args, cmd, timeout)
+
+
+def _exec(args: argparse.Namespace, cmd: list[str], timeout: float | None) -> int:
     with manager(args) as mgr:
         c = find_container(mgr, find_pod(mgr, args.pod), args.container)
         _require_running(mgr.container_status(c.id), args)

@@ -5,7 +5,8 @@ Conditions, for a pod (or one container with CTR):
 - ``running``: the sandbox is READY and every container RUNNING (the container: RUNNING), a
   ``kube play`` pod's init containers that completed aside;
 - ``ready``: running, and every readiness hook (:data:`READINESS`) says ready; podkit pods have
-  no probes, so for them ready is running (``kube play``'s pods: their readiness probes pass);
+  no probes, so for them ready is running (``kube play``'s pods: their readiness probes pass;
+  a timeout says the last probe result of the container that was not ready);
 - ``exited``: every container EXITED (a pod without containers: the sandbox NOTREADY);
 - ``deleted``: the pod (or the container) no longer exists.
 
@@ -18,12 +19,13 @@ from __future__ import annotations
 import argparse
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
 from podkit.errors import ConflictError, NotFoundError, PodkitError
-from podkit.kube.readiness import completed_init, ready_now
+from podkit.kube.probes import ProbeResult
+from podkit.kube.readiness import completed_init, probe_readiness
 from podkit.sandbox import (
     Container,
     ContainerFilter,
@@ -41,14 +43,14 @@ __all__ = ["CONDITIONS", "READINESS", "Readiness", "Snapshot", "WaitTimeoutError
 
 CONDITIONS = ("running", "ready", "exited", "deleted")
 
-Readiness = Callable[[SandboxManager, Sandbox, Container], bool]
+Readiness = Callable[[SandboxManager, Sandbox, Container], ProbeResult]
 """A readiness check of one running container (its probes, run through the open manager):
-True when ready."""
+``ok`` when ready, and the message saying why not."""
 
 
-def kube_readiness(mgr: SandboxManager, pod: Sandbox, c: Container) -> bool:
+def kube_readiness(mgr: SandboxManager, pod: Sandbox, c: Container) -> ProbeResult:
     """``kube play``'s pods: the container's readiness probe, run once, passes."""
-    return ready_now(mgr, pod, c)
+    return probe_readiness(mgr, pod, c)
 
 
 READINESS: list[Readiness] = [kube_readiness]
@@ -67,13 +69,17 @@ class Snapshot:
 
     pod: Sandbox | None
     containers: tuple[Container, ...] = ()
+    not_ready: Mapping[str, str] = attrs.field(factory=dict)  # container ID -> probe result
 
     def describe(self) -> str:
-        """One line: the pod's state and each container's."""
+        """One line: the pod's state and each container's (a running one that is not ready:
+        the last readiness probe result)."""
         if self.pod is None:
             return "deleted"
         parts = [c.config.metadata.name + " " + c.state.name.removeprefix("CONTAINER_")
                  + (f" (exit {c.exit_code})" if c.state == ContainerState.CONTAINER_EXITED
+                    else "")
+                 + (f" (readiness probe: {self.not_ready[c.id]})" if c.id in self.not_ready
                     else "") for c in self.containers]
         head = "pod " + self.pod.state.name.removeprefix("SANDBOX_")
         return head + (", " + ", ".join(parts) if parts else ", no containers")
@@ -116,6 +122,15 @@ def look(mgr: SandboxManager, pod_ref: str, ctr: str) -> Snapshot:
     return Snapshot(pod, tuple(mgr.list_containers(ContainerFilter(pod_sandbox_id=pod.id))))
 
 
+def _noting(check: Readiness, mgr: SandboxManager, why: dict[str, str], pod: Sandbox,
+            c: Container) -> bool:
+    """Run one readiness check; a failure's message goes into ``why`` by container ID."""
+    result = check(mgr, pod, c)
+    if not result.ok:
+        why[c.id] = result.message
+    return result.ok
+
+
 def wait_for(open_manager: Callable[[], SandboxManager], pod_ref: str, ctr: str,
              condition: str, timeout: float, *, readiness: list[Readiness] | None = None,
              sleep: Callable[[float], object] = time.sleep) -> Snapshot:
@@ -131,9 +146,11 @@ def wait_for(open_manager: Callable[[], SandboxManager], pod_ref: str, ctr: str,
     while True:
         try:
             with open_manager() as mgr:
-                last = look(mgr, pod_ref, ctr)
-                done = reached(last, condition, [functools.partial(c, mgr) for c in checks],
+                snap, why = look(mgr, pod_ref, ctr), dict[str, str]()
+                done = reached(snap, condition,
+                               [functools.partial(_noting, c, mgr, why) for c in checks],
                                container=bool(ctr))
+                last = attrs.evolve(snap, not_ready=why)
         except ConflictError:  # another command holds the state dir: look again later
             pass
         else:

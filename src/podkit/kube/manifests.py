@@ -1,8 +1,10 @@
 """Load Kubernetes manifests: YAML multi-document files, with each field's file:line:column.
 
 Parsing keeps the node marks PyYAML composes, so a later error about ``spec.containers[1].name``
-can point at the line in the file. ConfigMap and Secret documents (in the files or given on their
-own) are collected by namespace and name for volumes and env.
+can point at the line in the file. Loading is strict, as kubectl's: a name that is no field of
+its object (``initContianers``) or a field given twice is an error listing every one with its
+place and the field meant (``lenient=True``: warnings). ConfigMap and Secret documents (in the
+files or given on their own) are collected by namespace and name for volumes and env.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ from typing import Any
 import attrs
 import yaml
 
-from podkit.errors import InvalidArgumentError, quote
+from podkit.errors import InvalidArgumentError, NotFoundError, quote
+from podkit.kube.fields import DOCUMENT_FIELDS, unknown_fields
 
 __all__ = [
     "POD_KINDS",
     "ConfigData",
     "Document",
     "ManifestError",
+    "ManifestNotFoundError",
     "Manifests",
     "check_document",
+    "field_problems",
     "load_manifests",
     "manifests_from",
     "parse_manifests",
@@ -45,6 +50,10 @@ class ManifestError(InvalidArgumentError):
     """A manifest file that cannot be read or does not have a document's shape."""
 
 
+class ManifestNotFoundError(ManifestError, NotFoundError):
+    """A manifest file that does not exist."""
+
+
 @attrs.frozen
 class Document:
     """One YAML document: its plain value and where each field path came from."""
@@ -53,6 +62,8 @@ class Document:
     index: int
     body: dict[str, Any]
     marks: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)  # field path -> line, col
+    key_marks: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)  # of the field's key
+    duplicates: tuple[str, ...] = ()  # field paths given twice (the later value counts)
 
     @property
     def kind(self) -> str:
@@ -79,6 +90,13 @@ class Document:
         line, col = self.marks.get("", (1, 1))
         return f"{self.path}:{line}:{col}"
 
+    def where_key(self, field: str) -> str:
+        """``file:line:column`` of a field's name (of its value when it has no name there)."""
+        if field in self.key_marks:
+            line, col = self.key_marks[field]
+            return f"{self.path}:{line}:{col}"
+        return self.where(field)
+
 
 @attrs.frozen
 class ConfigData:
@@ -98,6 +116,7 @@ class Manifests:
     documents: tuple[Document, ...]
     config_maps: Mapping[tuple[str, str], ConfigData] = attrs.field(factory=dict)
     secrets: Mapping[tuple[str, str], ConfigData] = attrs.field(factory=dict)
+    warnings: tuple[str, ...] = ()  # loaded leniently: the unknown and duplicate fields
 
 
 def _parent(field: str) -> str:
@@ -112,15 +131,55 @@ def _child(prefix: str, key: object) -> str:
     return f"{prefix}.{key}" if prefix else str(key)
 
 
-def _record_marks(node: yaml.Node, prefix: str, marks: dict[str, tuple[int, int]]) -> None:
-    marks[prefix] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                _record_marks(value, _child(prefix, key.value), marks)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _record_marks(item, _child(prefix, i), marks)
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+MAX_FIELDS = 100_000
+"""The most fields a document may have, aliases expanded (a manifest has hundreds)."""
+
+
+@attrs.define
+class _Marks:
+    """What one walk over a document's nodes finds; an alias that contains itself, or more
+    than :data:`MAX_FIELDS` fields once aliases are expanded, is refused."""
+
+    path: str
+    values: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    keys: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    duplicates: list[str] = attrs.field(factory=list)
+    _open: set[int] = attrs.field(factory=set)  # the nodes being walked (ids)
+
+    def record(self, node: yaml.Node, prefix: str) -> None:
+        mark = _mark(node)
+        if id(node) in self._open:
+            raise ManifestError(f"{self.path}:{mark[0]}:{mark[1]}: {prefix or 'the document'} "
+                                "contains itself (alias)")
+        if len(self.values) >= MAX_FIELDS:
+            raise ManifestError(f"{self.path}:{mark[0]}:{mark[1]}: more than {MAX_FIELDS} "
+                                "fields (aliases expanded)")
+        self.values[prefix] = mark
+        self._open.add(id(node))
+        try:
+            self._children(node, prefix)
+        finally:
+            self._open.discard(id(node))
+
+    def _children(self, node: yaml.Node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+                    continue
+                here = _child(prefix, key.value)
+                if key.value in seen:
+                    self.duplicates.append(here)
+                seen.add(key.value)
+                self.keys[here] = _mark(key)
+                self.record(value, here)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self.record(item, _child(prefix, i))
 
 
 def _yaml_error(path: str, err: yaml.YAMLError) -> ManifestError:
@@ -142,6 +201,8 @@ def _documents(text: str, path: str) -> list[Document]:
             node = loader.get_node()
             if node is None:
                 continue
+            marks = _Marks(path)  # before constructing: that merges ``<<`` keys into the node
+            marks.record(node, "")
             body = loader.construct_document(node)
             if body is None:
                 index += 1
@@ -151,9 +212,8 @@ def _documents(text: str, path: str) -> list[Document]:
                 raise ManifestError(
                     f"{path}:{line}:{col}: document {index} is a {type(body).__name__}, "
                     "not a mapping with apiVersion and kind")
-            marks: dict[str, tuple[int, int]] = {}
-            _record_marks(node, "", marks)
-            docs.append(Document(path=path, index=index, body=body, marks=marks))
+            docs.append(Document(path=path, index=index, body=body, marks=marks.values,
+                                 key_marks=marks.keys, duplicates=tuple(marks.duplicates)))
             index += 1
     except yaml.YAMLError as err:
         raise _yaml_error(path, err) from None
@@ -218,7 +278,8 @@ def _read(path: str | Path) -> str:
     try:
         return Path(path).read_text()
     except OSError as err:
-        raise ManifestError(f"cannot read manifest {str(path)!r}: {err.strerror}") from None
+        kind = ManifestNotFoundError if isinstance(err, FileNotFoundError) else ManifestError
+        raise kind(f"cannot read manifest {str(path)!r}: {err.strerror}") from None
     except UnicodeDecodeError:
         raise ManifestError(f"manifest {str(path)!r} is not UTF-8 text") from None
 
@@ -250,18 +311,55 @@ def load_manifests(
     *,
     configmap_files: Iterable[str | Path] = (),
     secret_files: Iterable[str | Path] = (),
+    lenient: bool = False,
 ) -> Manifests:
-    """Read manifest files (``-`` is not special); ConfigMaps and Secrets may come separately."""
+    """Read manifest files (``-`` is not special); ConfigMaps and Secrets may come separately.
+    Unknown and duplicate fields are refused (``lenient``: listed in ``warnings``)."""
     docs: list[Document] = []
     for path in paths:
         docs.extend(parse_manifests(_read(path), str(path)))
     docs.extend(_extra(configmap_files, "ConfigMap"))
     docs.extend(_extra(secret_files, "Secret"))
-    return manifests_from(docs)
+    return manifests_from(docs, lenient=lenient)
 
 
-def manifests_from(docs: Iterable[Document]) -> Manifests:
-    """Sort parsed documents into pods, ConfigMaps and Secrets."""
+def field_problems(doc: Document) -> list[str]:
+    """``file:line:column: path: problem`` for every field of ``doc`` that its kind does not
+    have (with the field meant, when one is close) and every field given twice, in file
+    order."""
+    found = [(doc.key_marks.get(p, (0, 0)), f"{doc.where_key(p)}: {p}: duplicate field")
+             for p in doc.duplicates]
+    for path, near in unknown_fields(doc.body, DOCUMENT_FIELDS.get(doc.kind, {})):
+        hint = f", did you mean {near!r}?" if near else ""
+        found.append((doc.key_marks.get(path, (0, 0)),
+                      f"{doc.where_key(path)}: {path}: unknown field{hint}"))
+    return [text for _, text in sorted(found, key=lambda f: f[0])]
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def _check_fields(docs: list[Document], lenient: bool) -> tuple[str, ...]:
+    """Every document's field problems: refused (one line each), or with ``lenient`` the
+    warnings."""
+    per_doc = [(doc, field_problems(doc)) for doc in docs]
+    problems = [line for _, lines in per_doc for line in lines]
+    if not problems or lenient:
+        return tuple(problems)
+    files = ", ".join(dict.fromkeys(doc.path for doc, lines in per_doc if lines))
+    dups = sum(len(doc.duplicates) for doc in docs)
+    counts = [_count(len(problems) - dups, "unknown field")] if len(problems) > dups else []
+    counts += [_count(dups, "duplicate field")] if dups else []
+    raise ManifestError(f"{files}: {', '.join(counts)}:\n"
+                        + "\n".join(f"  {line}" for line in problems))
+
+
+def manifests_from(docs: Iterable[Document], *, lenient: bool = False) -> Manifests:
+    """Sort parsed documents into pods, ConfigMaps and Secrets, their fields checked: a
+    :class:`ManifestError` lists every unknown or duplicate field (``lenient``: warnings)."""
+    docs = list(docs)
+    warnings = _check_fields(docs, lenient)
     pods: list[Document] = []
     config_maps: dict[tuple[str, str], ConfigData] = {}
     secrets: dict[tuple[str, str], ConfigData] = {}
@@ -272,4 +370,4 @@ def manifests_from(docs: Iterable[Document]) -> Manifests:
             _add_data(doc, secrets)
         else:
             pods.append(doc)
-    return Manifests(tuple(pods), config_maps, secrets)
+    return Manifests(tuple(pods), config_maps, secrets, warnings)

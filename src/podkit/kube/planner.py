@@ -170,17 +170,20 @@ def pod_to_cri(
     config_maps: Iterable[Mapping[str, Any]] = (),
     secrets: Iterable[Mapping[str, Any]] = (),
     volumes_root: str = DEFAULT_VOLUMES_ROOT,
+    lenient: bool = False,
     **options: Any,
 ) -> tuple[SandboxConfig, list[ContainerConfig]]:
     """The kubelet's CRI configs of one Pod (or workload) manifest: the sandbox and every
     container, init containers first. ``config_maps``/``secrets`` are ConfigMap and Secret
-    manifests; other keywords are :func:`plan_pods`'."""
+    manifests; an unknown field is an error unless ``lenient`` (then ignored); other keywords
+    are :func:`plan_pods`'."""
     docs = [Document(path="<manifest>", index=0, body=dict(manifest))]
     docs += [Document(path="<configMaps>", index=i, body=dict(c))
              for i, c in enumerate(config_maps)]
     docs += [Document(path="<secrets>", index=i, body=dict(s)) for i, s in enumerate(secrets)]
     for doc in docs:
         check_document(doc)
-    (plan,) = plan_pods(manifests_from(docs), volumes_root=volumes_root, **options)
+    (plan,) = plan_pods(manifests_from(docs, lenient=lenient), volumes_root=volumes_root,
+                        **options)
     containers = [c.config for c in (*plan.init_containers, *plan.containers)]
     return plan.sandbox, containers

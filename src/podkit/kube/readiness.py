@@ -1,8 +1,8 @@
 """A kube container's readiness for ``podkit pod wait --for ready`` in another process.
 
 ``kube play`` records each container's readiness probe in an annotation of its config
-(:data:`READINESS_ANNOTATION`, the probe as JSON); :func:`ready_now` reads it back from the
-manager's record and runs the probe once, so a later command needs nothing from the ``play``
+(:data:`READINESS_ANNOTATION`, the probe as JSON); :func:`probe_readiness` reads it back from
+the manager's record and runs the probe once, so a later command needs nothing from the ``play``
 that made the pod. Only ``kube play --wait`` counts thresholds and restarts containers. Init
 containers are marked (:data:`INIT_ANNOTATION`): once completed they do not keep a pod from
 being running or ready.
@@ -19,11 +19,11 @@ import attrs
 
 from podkit.errors import InvalidArgumentError
 from podkit.kube.plan import ContainerPlan, ProbeSpec
-from podkit.kube.probes import run_probe
+from podkit.kube.probes import ProbeResult, run_probe
 from podkit.sandbox import Container, ContainerState, Sandbox
 
 __all__ = ["INIT_ANNOTATION", "READINESS_ANNOTATION", "Execs", "as_init", "completed_init",
-           "probe_from_json", "probe_to_json", "ready_now"]
+           "probe_from_json", "probe_readiness", "probe_to_json"]
 
 READINESS_ANNOTATION = "podkit.kube/readinessProbe"
 """The container annotation holding its readiness probe (JSON of a :class:`ProbeSpec`)."""
@@ -73,20 +73,21 @@ def probe_from_json(text: str, where: str) -> ProbeSpec:
         ) from None
 
 
-def ready_now(mgr: Execs, sandbox: Sandbox, container: Container, *,
-              now: Callable[[], float] = time.time) -> bool:
-    """Whether a running container is ready now: it has no readiness probe, or
+def probe_readiness(mgr: Execs, sandbox: Sandbox, container: Container, *,
+                    now: Callable[[], float] = time.time) -> ProbeResult:
+    """Whether a running container is ready now, and why not: it has no readiness probe, or
     ``initialDelaySeconds`` have passed since it started and one run of the probe passes."""
     text = container.config.annotations.get(READINESS_ANNOTATION)
     if text is None:
-        return True
+        return ProbeResult(True, "no readiness probe")
     where = f"pod {sandbox.config.metadata.name!r} container {container.config.metadata.name!r}"
     spec = probe_from_json(text, where)
     if now() < container.started_at / 1e9 + spec.initial_delay_seconds:
-        return False
+        return ProbeResult(False, f"not run before initialDelaySeconds "
+                                  f"({spec.initial_delay_seconds}s)")
 
     def exec_fn(cmd: Sequence[str], timeout: float) -> tuple[int, bytes]:
         res = mgr.exec_sync(container.id, list(cmd), timeout)
         return res.exit_code, res.stdout + res.stderr
 
-    return run_probe(spec, pod_ip=sandbox.ip, exec_fn=exec_fn).ok
+    return run_probe(spec, pod_ip=sandbox.ip, exec_fn=exec_fn)

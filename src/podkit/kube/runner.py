@@ -54,7 +54,9 @@ class ContainerResult:
     restarts: int = 0
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "id": self.id, "init": self.init, "state": self.state,
+        """As ``kube play -o json`` prints it: what does not apply (yet) is null."""
+        return {"name": self.name, "id": self.id or None, "init": self.init,
+                "state": self.state,
                 "exit_code": self.exit_code, "restart_count": self.restarts}
 
 
@@ -76,12 +78,16 @@ class PodResult:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
+        """As ``kube play -o json`` prints it: what does not apply is null (no IP on the host
+        network, no reason when all went well), as in ``pod inspect``."""
         return {"name": self.name, "namespace": self.namespace, "uid": self.uid,
-                "source": self.source, "sandbox_id": self.sandbox_id, "ip": self.ip,
+                "source": self.source, "sandbox_id": self.sandbox_id or None,
+                "ip": self.ip or None,
                 "host_ports": [{"host_port": h, "container_port": c, "protocol": p}
                                for h, c, p in self.host_ports],
                 "containers": [c.to_json() for c in self.containers],
-                "status": self.status, "reason": self.reason, "warnings": list(self.warnings)}
+                "status": self.status, "reason": self.reason or None,
+                "warnings": list(self.warnings)}
 
 
 @attrs.frozen

@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from podkit.kube.fields import POD_FIELDS, WORKLOAD_FIELDS, shape_problems, unsupported_fields
+from podkit.kube.fields import POD_FIELDS, WORKLOAD_FIELDS, ignored_fields, shape_problems
 from podkit.kube.manifests import Document
 
 __all__ = ["UID_NAMESPACE", "PodSource", "default_uid", "pod_from_document"]
@@ -31,7 +31,7 @@ class PodSource:
     doc: Document
     pod: dict[str, Any]  # apiVersion v1, kind Pod, metadata filled (name, namespace, uid)
     prefix: str  # "" for a Pod, "spec.template." for a workload's template
-    unsupported: tuple[str, ...]  # field paths of the document podkit does not map
+    unsupported: tuple[str, ...]  # paths of the Kubernetes fields podkit does not map
     shape: tuple[tuple[str, str], ...]  # (document field path, problem)
     notes: tuple[str, ...]  # what the conversion decided (replicas ignored, ...)
 
@@ -92,5 +92,5 @@ def pod_from_document(doc: Document, uid_for: Callable[[str, str], str] | None =
         make = uid_for or default_uid
         meta["uid"] = make(meta["namespace"], str(meta["name"]))
     return PodSource(doc=doc, pod=pod, prefix=prefix,
-                     unsupported=tuple(unsupported_fields(doc.body, tree)),
+                     unsupported=tuple(ignored_fields(doc.body, tree)),
                      shape=shape, notes=tuple(notes))

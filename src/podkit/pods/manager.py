@@ -178,7 +178,9 @@ class SandboxManager(ContainerLifecycle):
         self.supervisor: Supervisor = supervisor
         self.oom_score_floor = rules.current_oom_score_adj()
         if pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
-            _log.warning(
+            # info, not a warning: normal for a root without CAP_SYS_RESOURCE (CI runners,
+            # containers), and containerd's restrict_oom_score_adj clamps without a word
+            _log.info(
                 "pause containers get OOM score %d instead of %d: this process (score %d) "
                 "cannot lower scores without CAP_SYS_RESOURCE", self.oom_score_floor,
                 SANDBOX_OOM_SCORE_ADJ, self.oom_score_floor)
