@@ -146,15 +146,7 @@ class SandboxManager(ContainerLifecycle):
         if rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(
                 f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
-        if pause is not None and not pause.rootfs and pause.image:
-            if images is None:
-                raise InvalidArgumentError(
-                    f"pause image {pause.image!r}: needs an image store (images=) or a rootfs")
-            pause = pod_images.pause_config(images, pause.image)
-        if pause is not None and (not pause.rootfs or not Path(pause.rootfs).is_dir()):
-            raise InvalidArgumentError(
-                f"pause rootfs {pause.rootfs!r} is not a directory" if pause.rootfs else
-                "pause: give a rootfs directory or an image (PauseConfig(rootfs=) or image=)")
+        pause = pod_images.resolve_pause(pause, images)
         self._pause = PauseRootfs(pause, images)
         self.rootfs_mode = rootfs_mode
         self.root_dir = Path(root_dir).absolute()
