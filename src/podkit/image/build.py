@@ -67,21 +67,16 @@ class _Hashing:
         return "sha256:" + self.hash.hexdigest()
 
 
-def _walk(root: Path) -> Iterator[tuple[str, Path]]:
-    """Every entry under ``root`` (not ``root`` itself): (name in the layer, path), a
-    directory before what it holds, names in sorted order; symlinks are not followed."""
-    stack = [("", root)]
-    while stack:
-        prefix, directory = stack.pop()
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        subdirs = []
-        for entry in entries:
-            name = prefix + entry.name
-            yield name, Path(entry.path)
-            if entry.is_dir(follow_symlinks=False):
-                subdirs.append((name + "/", Path(entry.path)))
-        stack.extend(reversed(subdirs))
+def _walk(directory: Path, prefix: str = "") -> Iterator[tuple[str, Path]]:
+    """Every entry under ``directory`` (not itself): (name in the layer, path), depth first,
+    a directory right before what it holds, names in sorted order; symlinks not followed."""
+    with os.scandir(directory) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        name = prefix + entry.name
+        yield name, Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(Path(entry.path), name + "/")
 
 
 def _xattrs(path: Path) -> dict[str, str]:

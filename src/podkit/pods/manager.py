@@ -26,7 +26,6 @@ import attrs
 from podkit import cgroups, cni, image, netns
 from podkit._files import file_lock
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
-from podkit.pods import images as pod_images
 from podkit.pods import network, processes, recovery, rules
 from podkit.pods.config import NamespaceMode, SandboxConfig
 from podkit.pods.container_spec import DeviceInjector
@@ -146,8 +145,7 @@ class SandboxManager(ContainerLifecycle):
         if rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(
                 f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
-        pause = pod_images.resolve_pause(pause, images)
-        self._pause = PauseRootfs(pause, images)
+        self._pause = PauseRootfs(pause, images)  # an image made into its shared rootfs
         self.rootfs_mode = rootfs_mode
         self.root_dir = Path(root_dir).absolute()
         self.state_dir = Path(state_dir).absolute()
@@ -167,7 +165,7 @@ class SandboxManager(ContainerLifecycle):
             supervisor = ConmonSupervisor(Conmon(runtime, state_dir=self.state_dir / "conmon"))
         self.supervisor: Supervisor = supervisor
         self.oom_score_floor = rules.current_oom_score_adj()
-        if pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
+        if self.pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
             _log.warning(
                 "pause containers get OOM score %d instead of %d: this process (score %d) "
                 "cannot lower scores without CAP_SYS_RESOURCE", self.oom_score_floor,

@@ -70,11 +70,12 @@ class PauseRootfs:
     """The manager's pause (``config``; ``None``: infra-less pods) and its shared rootfs.
 
     ``images`` is the store a pause given as an image lives in (``None``: the pause is a
-    plain directory, never unmounted).
+    plain directory, never unmounted). ``config`` is the one given, resolved
+    (``pods.images.resolve_pause``: an image made into its rootfs, the command filled in).
     """
 
     def __init__(self, config: PauseConfig | None, images: image.ImageStore | None) -> None:
-        self.config = config
+        self.config = pod_images.resolve_pause(config, images)
         self.images = images
         self._lock = threading.Lock()
         self._roots: dict[str, str] = {}  # pod ID -> its pause rootfs (from its bundle)
