@@ -288,6 +288,24 @@ def _prune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reference", help="name of the image (NAME:TAG)")
+    p.add_argument("--from-dir", required=True, metavar="DIR",
+                   help="the root filesystem to put in the image")
+    p.add_argument("--entrypoint", metavar="ARGV",
+                   help="Entrypoint: a JSON array or words ('/bin/sh -c')")
+    p.add_argument("--cmd", metavar="ARGV", help="Cmd: a JSON array or words ('sleep 3600')")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="Env entry (repeatable)")
+    p.add_argument("--workdir", metavar="DIR", help="WorkingDir")
+    p.add_argument("--user", metavar="USER[:GROUP]", help="User")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="Labels entry (repeatable)")
+    p.add_argument("--owner", metavar="UID:GID",
+                   help="owner of every file in the image (default: as on disk)")
+    p.set_defaults(func=_build)
+
+
 def _hosts_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry-config-dir", default=str(DEFAULT_DIR), metavar="DIR",
                    help="registry hosts directory in containerd's hosts.toml format (default "
@@ -341,22 +359,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_import)
 
-    p = leaf("build", "make a one-layer image of a directory (the same tree: the same digest)")
-    p.add_argument("reference", help="name of the image (NAME:TAG)")
-    p.add_argument("--from-dir", required=True, metavar="DIR",
-                   help="the root filesystem to put in the image")
-    p.add_argument("--entrypoint", metavar="ARGV",
-                   help="Entrypoint: a JSON array or words ('/bin/sh -c')")
-    p.add_argument("--cmd", metavar="ARGV", help="Cmd: a JSON array or words ('sleep 3600')")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                   help="Env entry (repeatable)")
-    p.add_argument("--workdir", metavar="DIR", help="WorkingDir")
-    p.add_argument("--user", metavar="USER[:GROUP]", help="User")
-    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
-                   help="Labels entry (repeatable)")
-    p.add_argument("--owner", metavar="UID:GID",
-                   help="owner of every file in the image (default: as on disk)")
-    p.set_defaults(func=_build)
+    _build_args(leaf("build", "make a one-layer image of a directory (the same tree: the same "
+                     "digest)"))
 
     p = leaf("export", "write images as an OCI layout (a directory, or an archive: *.tar)")
     p.add_argument("path", help="the new directory or .tar file (ctr images import reads it)")
