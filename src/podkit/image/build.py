@@ -132,7 +132,7 @@ def _write_layer(tar: tarfile.TarFile, root: Path, owner: tuple[int, int] | None
 def _store_layer(store: ImageStore, root: Path, owner: tuple[int, int] | None,
                  mtime: int) -> tuple[Descriptor, str]:
     """The gzip layer of ``root`` into the store: its descriptor and diff ID."""
-    with store.stream(f" (layer of {root})") as blob:
+    with store.stream() as blob:
         compressed = _Hashing(blob)
         with gzip.GzipFile(filename="", mode="wb", fileobj=cast(IO[bytes], compressed),
                            mtime=0) as gz:

@@ -299,9 +299,8 @@ class StreamWriter:
     """A blob of content not known in advance, written to a temp file of the store's
     ``ingest`` dir and hashed as it goes; see :meth:`ImageStore.stream`."""
 
-    def __init__(self, store: ImageStore, where: str) -> None:
+    def __init__(self, store: ImageStore) -> None:
         self._store = store
-        self._where = where
         fd, self._tmp = tempfile.mkstemp(dir=store.root / "ingest", prefix=".stream-")
         self._f: BinaryIO = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
@@ -408,11 +407,11 @@ class ImageStore:
             return True
 
     @contextlib.contextmanager
-    def stream(self, where: str = "") -> Iterator[StreamWriter]:
+    def stream(self) -> Iterator[StreamWriter]:
         """Store content whose digest is not known in advance, written to the yielded
         :class:`StreamWriter`: on a clean exit it is stored and its ``digest`` and ``size``
         are set; on an error nothing is left behind."""
-        writer = StreamWriter(self, where)
+        writer = StreamWriter(self)
         try:
             yield writer
             writer.commit()
@@ -421,7 +420,7 @@ class ImageStore:
 
     def put_stream(self, chunks: Iterable[bytes], where: str = "") -> tuple[str, int]:
         """Store content whose digest is not known in advance; returns ``(digest, size)``."""
-        with self.stream(where) as w:
+        with self.stream() as w:
             for chunk in chunks:
                 w.write(chunk)
         return w.digest, w.size

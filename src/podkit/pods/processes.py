@@ -58,7 +58,7 @@ def settled(pid: int, timeout: float) -> bool:
         if left <= 0:
             return True
         time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.05)
+        pause = min(pause * 2, 0.005)
 
 
 def running(runtime: Runtime, id: str) -> bool:
