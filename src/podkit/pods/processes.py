@@ -10,7 +10,7 @@ import contextlib
 import signal
 import time
 
-from podkit import cgroups
+from podkit import cgroups, procfs
 from podkit.errors import NotFoundError, PodkitError
 from podkit.runtime import ConmonSupervisor, ExitStatus, Runc, Runtime, Supervisor
 from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
@@ -28,17 +28,6 @@ def pids_are_host_pids(supervisor: Supervisor, runtime: Runtime) -> bool:
     return isinstance(supervisor, ConmonSupervisor) or isinstance(runtime, Runc)
 
 
-def _stat(pid: int) -> tuple[str, str] | None:
-    """The name and state letter of ``pid`` (``/proc/<pid>/stat``); ``None`` once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    name, _, rest = text.partition("(")[2].rpartition(")")
-    return name, rest.split()[0]
-
-
 def settled(pid: int, timeout: float) -> bool:
     """Whether the container process ``pid`` lives on: ``True`` once it sleeps in a blocking
     call after its exec (a pause waiting for signals, a ``sleep``) or when ``timeout`` seconds
@@ -48,7 +37,7 @@ def settled(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     pause = 0.001
     while True:
-        stat = _stat(pid)
+        stat = procfs.name_and_state(pid)
         if stat is None or stat[1] in ("Z", "X", "x"):
             return False
         name, state = stat
