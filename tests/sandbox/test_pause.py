@@ -138,11 +138,12 @@ def store(bridge: None, busybox_rootfs: Path,
         remove_rootfs(s, r.container_id)
 
 
-def _manager(base: Path, store: ImageStore, supervisor: str, pause: PauseConfig) -> SandboxManager:
+def _manager(base: Path, store: ImageStore, supervisor: str, pause: PauseConfig,
+             binary: str = "runc") -> SandboxManager:
     extra: dict[str, object] = {}
     if supervisor == "inproc":
-        extra["supervisor"] = InProcessSupervisor(Runc("runc", root=base / "runc"))
-    m = make_manager(base, Path("/"), pause=pause, images=store, **extra)
+        extra["supervisor"] = InProcessSupervisor(Runc(binary, root=base / "runc"))
+    m = make_manager(base, Path("/"), pause=pause, images=store, binary=binary, **extra)
     if supervisor == "inproc":  # one Runc for the manager and its supervisor
         m.runtime = m.supervisor.runtime  # type: ignore[attr-defined]
         m.sandbox_steps.runtime = m.runtime
@@ -207,15 +208,17 @@ def test_pause_args_replace_the_image_command(store: ImageStore, tmp_path: Path,
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("supervisor", SUPERVISORS)
+@pytest.mark.parametrize("supervisor, binary", [
+    ("conmon", "runc"), ("inproc", "runc"), ("conmon", "crun")])
 @pytest.mark.parametrize("ref, code, output", [
     (SILENT, 0, ""), (LOUD, 3, "starting\nno such thing")])
 def test_a_pause_that_exits_fails_run_sandbox_and_leaves_nothing(
-        store: ImageStore, tmp_path: Path, supervisor: str, ref: str, code: int,
+        store: ImageStore, tmp_path: Path, supervisor: str, binary: str, ref: str, code: int,
         output: str) -> None:
+    require_binary(binary)
     before = snapshot()
     base = tmp_path / "m"
-    m = _manager(base, store, supervisor, PauseConfig(image=ref))
+    m = _manager(base, store, supervisor, PauseConfig(image=ref), binary)
     try:
         config = pod_config()
         with pytest.raises(PauseExitedError) as info:
@@ -279,6 +282,49 @@ def test_cri_serve_refuses_a_pod_whose_pause_exits(store: ImageStore, busybox_ro
     assert list((root / "cri" / "root" / "sandboxes").iterdir()) == []
     assert [f for f in (tmp_path / "net" / "ipam").rglob("*") if f.is_file()
             and f.name != "lock" and not f.name.startswith("last_reserved_ip")] == []
+    for r in list_rootfs(own):
+        remove_rootfs(own, r.container_id)
+    assert leaked(before) == []
+
+
+@pytest.mark.integration
+def test_cri_serve_runs_the_builtin_pause_image(store: ImageStore, tmp_path: Path) -> None:
+    """``podkit cri serve --pause-image`` of the built-in pause image (made by
+    ``builtin_pause`` in the server's store): RunPodSandbox runs catatonit, READY."""
+    import json
+
+    from podkit.cri import api_pb2 as pb
+    from podkit.cri import api_pb2_grpc
+
+    before = snapshot()
+    root = tmp_path / "root"
+    own = ImageStore(root)
+    pause = builtin_pause(own)
+    default_network_config(tmp_path / "net", name="pk-pod-net", bridge=BRIDGE)
+    runc_root = root / "cri" / "state" / "runc"
+    _leaks.register_runtime_root(runc_root)
+    _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
+    proc, channel = start_cri_serve(
+        tmp_path / "cri.sock", "--root", str(root), "--cni-conf-dir",
+        str(tmp_path / "net" / "net.d"), "--cni-bin-dir", "/usr/lib/cni",
+        "--pause-image", pause.image, "--streaming-address", "")
+    try:
+        rt = api_pb2_grpc.RuntimeServiceStub(channel)
+        cfg = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(
+            name="pk-pod-cri-builtin", uid=os.urandom(8).hex(), namespace="pk"))
+        id = rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
+        status = rt.PodSandboxStatus(pb.PodSandboxStatusRequest(pod_sandbox_id=id)).status
+        assert status.state == pb.SANDBOX_READY
+        state = subprocess.run(["runc", "--root", str(runc_root), "state", id],
+                               capture_output=True, text=True, check=True).stdout
+        pid = json.loads(state)["pid"]
+        assert Path(f"/proc/{pid}/comm").read_text() == "catatonit\n"
+        assert _cmdline(pid) == ["/catatonit", "-P"]
+        rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=id))
+        rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=id))
+    finally:
+        stop_cri_serve(proc, channel)
+    assert list((root / "cri" / "state" / "sandboxes").glob("*.json")) == []
     for r in list_rootfs(own):
         remove_rootfs(own, r.container_id)
     assert leaked(before) == []
