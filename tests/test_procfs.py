@@ -31,6 +31,7 @@ def test_this_process_is_alive_and_has_a_start_time() -> None:
     me = os.getpid()
     assert procfs.alive(me)
     assert procfs.state(me) in ("R", "S")
+    assert procfs.name_and_state(me) == (Path(f"/proc/{me}/comm").read_text().strip(), "R")
     started = procfs.start_time(me)
     assert started is not None and started > 0
     assert procfs.start_time(me) == started  # stable for the process
@@ -66,6 +67,7 @@ def test_a_command_name_with_parentheses_and_spaces(tmp_path: Path) -> None:
     fields = ["S"] + [str(n) for n in range(4, 22)] + ["987654"] + ["0"] * 10
     proc = _fake_proc(tmp_path, 42, b"42 (a) b (c) " + " ".join(fields).encode() + b"\n")
     assert procfs.state(42, proc=proc) == "S"
+    assert procfs.name_and_state(42, proc=proc) == ("a) b (c", "S")
     assert procfs.start_time(42, proc=proc) == 987654
     assert procfs.alive(42, proc=proc)
 
@@ -76,6 +78,7 @@ def test_a_broken_stat_line_reads_as_gone(tmp_path: Path, stat: bytes) -> None:
     assert procfs.start_time(42, proc=proc) is None
     if stat in (b"", b"garbage", b"42 (x)"):
         assert procfs.state(42, proc=proc) is None
+        assert procfs.name_and_state(42, proc=proc) is None
         assert not procfs.alive(42, proc=proc)
 
 

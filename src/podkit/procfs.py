@@ -22,6 +22,7 @@ __all__ = [
     "PidWatches",
     "alive",
     "cmdline",
+    "name_and_state",
     "net_dev",
     "parse_net_dev",
     "parse_stat",
@@ -60,6 +61,22 @@ def state(pid: int, *, proc: str = PROC) -> str | None:
     try:
         return parse_stat(data)[0].decode("ascii", "replace")
     except (ValueError, IndexError):
+        return None
+
+
+def name_and_state(pid: int, *, proc: str = PROC) -> tuple[str, str] | None:
+    """The command name (``comm``, what an exec sets) and the one-letter state of ``pid``;
+    ``None`` when it is gone."""
+    data = _read(pid, "stat", proc)
+    if data is None:
+        return None
+    head, sep, rest = data.rpartition(b")")
+    if not sep:
+        return None
+    try:
+        return (head.partition(b"(")[2].decode("utf-8", "replace"),
+                rest.split()[0].decode("ascii", "replace"))
+    except IndexError:
         return None
 
 

@@ -3,11 +3,12 @@
 
 The public face of the pods layer for pods; the code lives in ``podkit.pods`` (``config``,
 ``sandbox_spec``, ``security``, ``records``, ``network``, ``images``, ``manager`` and the modules
-it is built from, ``steps`` among them). Every name here is a contract.
+it is built from, ``steps`` among them; ``builtin_pause``). Every name here is a contract.
 """
 
 from __future__ import annotations
 
+from podkit.pods.builtin_pause import BUILTIN_PAUSE_IMAGE, builtin_pause
 from podkit.pods.config import (
     DNSConfig,
     IDMapping,
@@ -28,6 +29,7 @@ from podkit.pods.config import (
 from podkit.pods.images import pause_config
 from podkit.pods.manager import SandboxManager
 from podkit.pods.network import default_network_config, default_networks
+from podkit.pods.pause import PauseExitedError
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
@@ -53,6 +55,7 @@ from podkit.pods.sandbox_spec import (
 )
 
 __all__ = [
+    "BUILTIN_PAUSE_IMAGE",
     "INFRALESS_STEPS",
     "SANDBOX_STEPS",
     "Container",
@@ -67,6 +70,7 @@ __all__ = [
     "NamespaceMode",
     "NamespaceOption",
     "PauseConfig",
+    "PauseExitedError",
     "PodSandboxMetadata",
     "PortMapping",
     "ProfileType",
@@ -85,6 +89,7 @@ __all__ = [
     "UserNamespace",
     "apparmor_opt",
     "build_sandbox_spec",
+    "builtin_pause",
     "default_network_config",
     "default_networks",
     "pause_config",

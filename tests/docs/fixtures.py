@@ -47,19 +47,6 @@ def _busybox(dest: str | Path) -> Path:
     return make_busybox_rootfs(Path(dest))
 
 
-def make_busybox(_: Context) -> None:
-    _busybox("/srv/busybox")
-
-
-def make_runtime_busybox(_: Context) -> None:
-    _busybox("/srv/busybox-rootfs")
-
-
-def make_www(_: Context) -> None:
-    Path("/srv/www").mkdir()
-    Path("/srv/www/index.html").write_text("hello from podkit\n")
-
-
 def make_runc_bundle(_: Context) -> None:
     """``runc spec`` in /srv/bundle, a busybox rootfs with a user ``app`` beside it."""
     bundle = Path("/srv/bundle")
@@ -167,17 +154,6 @@ def make_app_archives(ctx: Context) -> None:
     write_layout(ctx.cwd / "layout-dir", [(img.descriptor, "1.0")], img.blobs)
 
 
-def make_pause_in_store(ctx: Context) -> None:
-    """localhost/pause:1 and :3.10 in the store at /var/lib/podkit (busybox sleeping forever)."""
-    from image.imagebuild import write_layout
-    from podkit import image
-    img = _busybox_image(["sleep", "2147483647"])
-    layout = write_layout(Path("/tmp/.docs-pause"), [(img.descriptor, "1"), (img.descriptor,
-                          "3.10")], img.blobs)
-    store = image.ImageStore("/var/lib/podkit")
-    image.import_image(store, layout, "localhost/pause")
-
-
 def make_local_registry(ctx: Context) -> None:
     """docker-registry on localhost:5000 holding team/app:1.0 (busybox) and pause:3.10, and
     /etc/podkit/certs.d naming it as the mirror of registry.k8s.io and gcr.io."""
@@ -206,14 +182,8 @@ def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
 
 
 FIXTURES = [
-    Fixture("busybox rootfs /srv/busybox", (
-        "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cli-pod.md#1",
-        "docs/cri.md#1", "docs/kube.md#6"),
-        make_busybox),
-    Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
     Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
             make_conmon_bundle),
-    Fixture("web root /srv/www (index.html)", ("docs/pods.md#1",), make_www),
     Fixture("runc spec bundle /srv/bundle (busybox rootfs, user app)", ("docs/oci.md#1",),
             make_runc_bundle),
     Fixture("rootfs /srv/web/rootfs with www-data", ("docs/oci.md#2",), make_web_rootfs),
@@ -225,14 +195,12 @@ FIXTURES = [
             make_gpu_cdi_spec),
     Fixture("CDI spec /etc/cdi/podkit-example.yaml (docs/cdi.md#1) and console files", (
         "docs/cdi.md#2", "docs/cdi.md#6"), make_cdi_example_spec),
-    Fixture("pod.yaml (docs/pods.md#2)", ("docs/pods.md#3",), make_pod_yaml),
+    Fixture("pod.yaml (docs/pods.md#3)", ("docs/pods.md#4",), make_pod_yaml),
     Fixture("web.yaml (docs/kube.md#5)", ("docs/kube.md#6",), make_kube_web_yaml),
-    Fixture("app.tar and layout-dir (busybox image)", ("docs/images.md#1", "docs/pods.md#4"),
+    Fixture("app.tar and layout-dir (busybox image)", ("docs/images.md#1", "docs/pods.md#5"),
             make_app_archives),
-    Fixture("localhost/pause:1 and :3.10 in /var/lib/podkit", ("docs/pods.md#4",
-            "docs/cri.md#5"), make_pause_in_store),
     Fixture("registry localhost:5000 (team/app:1.0, pause:3.10), /etc/podkit/certs.d", (
-        "docs/images.md#1", "docs/images.md#5"), make_local_registry),
+        "docs/images.md#1", "docs/images.md#7"), make_local_registry),
 ]
 
 

@@ -98,13 +98,14 @@ class KubeEnv:
     rootfs: Path
     ids: list[str] = attrs.field(factory=list)  # every sandbox and container ID printed
     runtime: str = "runc"
+    builtin_pause: bool = False  # no --pause-rootfs: podkit's own pause
 
     @property
     def flags(self) -> list[str]:
         root = str(self.base / "root")
+        pause = [] if self.builtin_pause else ["--pause-rootfs", str(self.rootfs)]
         return ["--root", root, "--state", str(self.base / "state"), "--image-root", root,
-                "--runtime", self.runtime,
-                "--pause-rootfs", str(self.rootfs), "--log-root", str(self.base / "logs")]
+                "--runtime", self.runtime, *pause, "--log-root", str(self.base / "logs")]
 
     def write(self, name: str, text: str) -> Path:
         path = self.base / name

@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 import _leaks
 from image.registries import push_image, registry  # noqa: F401 - registry: a fixture
 from podkit.image import ImageStore, import_image
+from podkit.sandbox import BUILTIN_PAUSE_IMAGE
 from support import require_binary, require_isolated
 
 from .play_support import (
@@ -168,6 +170,51 @@ def test_web_server_and_client_job(env: KubeEnv) -> None:
     assert notes[1].startswith("pod kp/client-pod: removed sandbox ")
     assert env.volumes() == []  # no volume dir, no pod dir
     assert _down(env, web) == ["pod kp/web: not running (nothing to remove)"]
+
+
+TWO = f"""\
+apiVersion: v1
+kind: Pod
+metadata: {{name: two, namespace: kp}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: {BUSYBOX_IMAGE}
+    command: [httpd, -f, -p, "8080", -h, /etc]
+  - name: client
+    image: {BUSYBOX_IMAGE}
+    command: [sh, -c, 'trap "exit 0" TERM; while true; do sleep 1; done']
+    readinessProbe: {{exec: {{command: [wget, -q, -O, /dev/null, "http://127.0.0.1:8080/hostname"]}},
+                     periodSeconds: 1}}
+"""
+
+
+def test_no_pause_flag_runs_the_builtin_pause(env: KubeEnv) -> None:
+    """Without --pause-image or --pause-rootfs, play makes podkit's own pause image in the
+    store (catatonit) once and runs a two-container pod on it; a second play reuses it."""
+    require_binary("catatonit")
+    e = attrs.evolve(env, builtin_pause=True)
+    two = e.write("two.yaml", TWO)
+    rc, out, err = e.play(str(two), "--wait", "--timeout", "2m")
+    assert rc == 0, err
+    pod = _pod(out, "two")
+    assert pod["status"] == "Ready"
+    assert [(c["name"], c["state"]) for c in pod["containers"]] == [  # type: ignore[attr-defined]
+        ("web", "running"), ("client", "running")]
+    store = ImageStore(e.base / "root")
+    assert BUILTIN_PAUSE_IMAGE in [i.name for i in store.list()]
+    made = store.get(BUILTIN_PAUSE_IMAGE).created
+    inspect = subprocess.run(
+        [str(Path(sys.executable).parent / "podkit"), "pod", "inspect", "two", "-o", "json",
+         "--root", str(e.base / "root"), "--state", str(e.base / "state")],
+        capture_output=True, text=True, check=True)
+    pid = json.loads(inspect.stdout)["pid"]
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "catatonit"
+    rc, out, err = e.play(str(two), "--replace", "--wait", "--timeout", "2m")
+    assert rc == 0, err
+    assert store.get(BUILTIN_PAUSE_IMAGE).created == made  # made once, then reused
+    assert _down(e, two)[0].startswith("pod kp/two: removed sandbox ")
 
 
 def test_failing_init_container_leaves_the_pod_unless_rm_on_failure(env: KubeEnv) -> None:

@@ -68,8 +68,10 @@ def fds() -> Iterator[PipeFds]:
 
 def fake_manager(tmp_path: Path, rootfs: Path, rt: FakeRuntime, fds: PipeFds,
                  monkeypatch: pytest.MonkeyPatch, **kw: Any) -> SandboxManager:
-    """A manager over ``rt`` whose made-up pids are watched through ``fds``."""
+    """A manager over ``rt`` whose made-up pids are watched through ``fds`` (and whose pause
+    counts as settled: its pid is in no ``/proc``)."""
     monkeypatch.setattr(processes, "pids_are_host_pids", lambda *a: True)
+    monkeypatch.setattr(processes, "settled", lambda pid, timeout: True)
     m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
                        pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt))
     m.registry.exits = procfs.PidWatches(pidfd_open=fds, **kw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import textwrap
 from collections.abc import Iterator
@@ -13,7 +14,9 @@ import _leaks
 from podkit._cli.pod import load_pod_file
 from podkit.cli import main
 from podkit.errors import InvalidArgumentError
+from podkit.image import ImageStore
 from podkit.pods.config import NamespaceMode, ProfileType, Protocol, SupplementalGroupsPolicy
+from podkit.sandbox import BUILTIN_PAUSE_IMAGE
 from support import require_binary, require_isolated
 
 from ._pods import copy_rootfs, leaked, snapshot
@@ -142,16 +145,22 @@ def test_pod_cli_end_to_end(
 
 
 @pytest.mark.integration
-def test_pod_cli_infraless(
+def test_pod_cli_builtin_pause_and_infraless(
     cli_env: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A pod file without a pause runs on the built-in one (catatonit, made in the image
+    store under --root); with --no-pause it is infra-less."""
+    require_binary("catatonit")
     before = snapshot()
     f = tmp_path / "pod.yaml"
     text = POD.format(logs=tmp_path / "logs", rootfs=tmp_path / "rootfs")
     f.write_text(text[: text.index("pause:")])
     try:
-        assert main(["pod", "run", str(f), *cli_env]) == 2
-        assert "--no-pause" in capsys.readouterr().err
+        assert main(["pod", "run", "-o", "json", str(f), *cli_env]) == 0
+        pid = json.loads(capsys.readouterr().out)["pid"]
+        assert Path(f"/proc/{pid}/comm").read_text() == "catatonit\n"
+        assert [i.name for i in ImageStore(tmp_path / "root").list()] == [BUILTIN_PAUSE_IMAGE]
+        assert main(["pod", "rm", "pk-pod-cli", *cli_env]) == 0
         assert main(["pod", "run", "--no-pause", str(f), *cli_env]) == 0
         assert main(["pod", "exec", *cli_env, "pk-pod-cli", "web", "--", "hostname"]) == 0
         assert capsys.readouterr().out.endswith("pk-pod-cli\n")

@@ -237,7 +237,7 @@ def test_the_pause_bundle_is_written_without_fsync(tmp_path: Path,
     needs it after a power loss; containerd's bundles have none either)."""
     rootfs = tmp_path / "rootfs"
     rootfs.mkdir()
-    rt, pause = FakeRuntime(), PauseConfig(rootfs=str(rootfs))
+    rt, pause = FakeRuntime(), PauseConfig(rootfs=str(rootfs), args=("sleep", "9"), env=("A=1",))
     steps = SandboxSteps(root_dir=tmp_path / "root", supervisor=FakeSupervisor(rt), runtime=rt,
                          pause=PauseRootfs(pause, None),
                          networks=lambda: None, oom_score_floor=0)

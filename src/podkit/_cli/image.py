@@ -1,9 +1,12 @@
-"""``podkit image pull|import|ls|inspect|rm|prune|login|logout``: images from the command line."""
+"""``podkit image pull|import|build|export|ls|inspect|rm|prune|login|logout``: images from the
+command line."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
+import json
+import shlex
 import sys
 import threading
 import time
@@ -14,12 +17,15 @@ from podkit.image import (
     AuthFile,
     Credentials,
     Image,
+    ImageConfig,
     ImageNotFoundError,
     ImageStore,
     Platform,
     Progress,
     Registry,
     RegistryHosts,
+    build_from_rootfs,
+    export_image,
     import_image,
 )
 from podkit.image.auth import AuthSource
@@ -149,6 +155,57 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _argv(value: str, option: str) -> tuple[str, ...]:
+    """``--entrypoint``/``--cmd``: a JSON array (``'["sleep", "1"]'``) or words as a shell
+    splits them (``'sleep 1'``)."""
+    try:
+        if value.lstrip().startswith("["):
+            argv = json.loads(value)
+            if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+                raise ValueError("not a list of strings")
+            return tuple(argv)
+        return tuple(shlex.split(value))
+    except ValueError as exc:
+        raise InvalidArgumentError(f"{option} {value!r}: {exc}") from None
+
+
+def _pairs(values: list[str], option: str) -> dict[str, str]:
+    out = {}
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"{option} {value!r}: want KEY=VALUE")
+        out[key] = rest
+    return out
+
+
+def _owner(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    uid, sep, gid = value.partition(":")
+    if not sep or not uid.isdigit() or not gid.isdigit():
+        raise InvalidArgumentError(f"--owner {value!r}: want UID:GID (numbers, 0:0 for root)")
+    return int(uid), int(gid)
+
+
+def _build(args: argparse.Namespace) -> int:
+    env = _pairs(args.env, "--env")
+    config = ImageConfig(
+        env=tuple(f"{k}={v}" for k, v in env.items()),
+        entrypoint=None if args.entrypoint is None else _argv(args.entrypoint, "--entrypoint"),
+        cmd=None if args.cmd is None else _argv(args.cmd, "--cmd"),
+        working_dir=args.workdir, user=args.user, labels=_pairs(args.label, "--label"))
+    image = build_from_rootfs(_store(args), args.from_dir, args.reference, config=config,
+                              owner=_owner(args.owner))
+    print(f"{image.name} {image.manifest.digest}")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    print(export_image(_store(args), args.references, args.path))
+    return 0
+
+
 def _image_record(image: Image) -> dict[str, Any]:
     """An image as ``image ls`` lists it (snake_case keys; docs/cli.md)."""
     return {
@@ -236,6 +293,24 @@ _IMAGE_HELP = ("NAME[:TAG], NAME[:TAG]@DIGEST, an image ID (sha256:HEX or HEX) o
                "digits of one")
 
 
+def _build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("reference", help="name of the image (NAME:TAG)")
+    p.add_argument("--from-dir", required=True, metavar="DIR",
+                   help="the root filesystem to put in the image")
+    p.add_argument("--entrypoint", metavar="ARGV",
+                   help="Entrypoint: a JSON array or words ('/bin/sh -c')")
+    p.add_argument("--cmd", metavar="ARGV", help="Cmd: a JSON array or words ('sleep 3600')")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="Env entry (repeatable)")
+    p.add_argument("--workdir", metavar="DIR", help="WorkingDir")
+    p.add_argument("--user", metavar="USER[:GROUP]", help="User")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="Labels entry (repeatable)")
+    p.add_argument("--owner", metavar="UID:GID",
+                   help="owner of every file in the image (default: as on disk)")
+    p.set_defaults(func=_build)
+
+
 def _hosts_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--registry-config-dir", default=str(DEFAULT_DIR), metavar="DIR",
                    help="registry hosts directory in containerd's hosts.toml format (default "
@@ -288,6 +363,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--platform", help="os/arch[/variant] (default: this machine)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_import)
+
+    _build_args(leaf("build", "make a one-layer image of a directory (the same tree: the same "
+                     "digest)"))
+
+    p = leaf("export", "write images as an OCI layout (a directory, or an archive: *.tar)")
+    p.add_argument("path", help="the new directory or .tar file (ctr images import reads it)")
+    p.add_argument("references", nargs="+")
+    p.set_defaults(func=_export)
 
     p = leaf("ls", "list images (-q: references only)")
     add_output_options(p)

@@ -65,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     fields.add_argument("--lenient", action="store_true",
                         help="unknown and duplicate manifest fields are warnings, not errors")
     p.add_argument("--pause-image", default="", metavar="REF",
-                   help="pause image in the image store (or --pause-rootfs DIR)")
+                   help="pause image in the image store (or --pause-rootfs DIR; default: the "
+                   "built-in pause)")
     p.add_argument("--registry-config-dir", default=str(DEFAULT_HOSTS_DIR), metavar="DIR",
                    help=f"hosts.toml per registry for pulls (default {DEFAULT_HOSTS_DIR})")
     p.add_argument("--authfile", default=None, metavar="FILE",
@@ -172,14 +173,10 @@ def cmd_play(args: argparse.Namespace) -> int:
         if plan.warnings:  # one warning per pod, listing every field
             print(f"podkit: warning: {plan.source}: {'; '.join(plan.warnings)}",
                   file=sys.stderr)
-    if not args.pause_rootfs and not args.pause_image:
-        raise InvalidArgumentError(
-            "kube play needs a pause: --pause-image REF (an image in the store) or "
-            "--pause-rootfs DIR (a rootfs with sleep)")
     registry = Registry(auth=AuthFile(args.authfile),
                         hosts=RegistryHosts.load(args.registry_config_dir))
     with sigterm_interrupts(), manager(args, args.pause_rootfs, pause_image=args.pause_image,
-                                       images_needed=True) as mgr:
+                                       images_needed=True, runs_pods=True) as mgr:
         store = mgr.images
         assert store is not None
 

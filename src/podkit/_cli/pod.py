@@ -3,7 +3,8 @@ run by a SandboxManager.
 
 The YAML mirrors the CRI shapes field for field (snake_case), enums by name::
 
-    pause: {rootfs: /srv/busybox}            # or --pause-rootfs; or {image: REF}
+    pause: {rootfs: /srv/busybox}            # or --pause-rootfs; or {image: REF}; or none:
+                                             # the built-in pause (catatonit)
     sandbox:
       metadata: {name: web, namespace: demo}
       hostname: web
@@ -172,13 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     pod = load_pod_file(args.file)
     pause = args.pause_rootfs or pod.pause_rootfs
     image = "" if args.pause_rootfs else pod.pause_image
-    if not pause and not image and not args.no_pause:
-        raise InvalidArgumentError(
-            f"{args.file}: no pause rootfs (pause.rootfs, pause.image, --pause-rootfs or "
-            "--no-pause)")
     needed = any(not c.image.startswith("/") for c in pod.containers)
     with manager(args, pause, pause_image=image, infraless=args.no_pause,
-                  images_needed=needed) as mgr:
+                  images_needed=needed, runs_pods=True) as mgr:
         sb = mgr.run_sandbox(pod.sandbox)
         try:
             for cfg in pod.containers:

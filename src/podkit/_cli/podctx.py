@@ -17,6 +17,7 @@ from podkit.sandbox import (
     PauseConfig,
     Sandbox,
     SandboxManager,
+    builtin_pause,
     default_networks,
 )
 
@@ -33,7 +34,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
     """The options of every pod command (``--root`` and ``--state`` are global: ``dirs``)."""
     dirs.add_dir_options(p)
     p.add_argument("--runtime", default="runc", help="OCI runtime binary (runc, crun)")
-    p.add_argument("--pause-rootfs", default="", help="rootfs with a sleep program (busybox)")
+    p.add_argument("--pause-rootfs", default="",
+                   help="rootfs with a sleep program (busybox); default: the built-in pause")
     p.add_argument("--image-root", default=argparse.SUPPRESS, metavar="DIR",
                    help="image store for image references (default: the root, the store "
                    "podkit image fills)")
@@ -69,13 +71,18 @@ def image_store(args: argparse.Namespace, needed: bool) -> ImageStore | None:
 
 
 def manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: str = "",
-             infraless: bool = False, images_needed: bool = False) -> SandboxManager:
+             infraless: bool = False, images_needed: bool = False,
+             runs_pods: bool = False) -> SandboxManager:
     """The manager over the pod root and state, recovered. Without a pause rootfs or image
-    it can stop, remove and inspect pods but not run them (and warns about nothing)."""
+    it runs the built-in pause when it ``runs_pods`` (made in the image store the first
+    time); otherwise it can stop, remove and inspect pods but not run them."""
     state = pod_state(args)
     rootfs = pause_rootfs or args.pause_rootfs
     pause = None if infraless or not (rootfs or pause_image) else PauseConfig(
         rootfs="" if pause_image else rootfs, image=pause_image)
+    if pause is None and runs_pods and not infraless:
+        pause = builtin_pause(ImageStore(image_root(args)))
+        pause_image = pause.image
     driver = resolve_driver(getattr(args, "cgroup_driver", None), "--cgroup-driver")
     deadline = time.monotonic() + LOCK_WAIT
     while True:  # another podkit command (a `pod wait` taking a look) may hold the state dir

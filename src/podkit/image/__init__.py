@@ -5,6 +5,7 @@ from podkit import image
 
 store = image.ImageStore("/var/lib/podkit")
 image.import_image(store, "busybox.tar")                 # OCI layout/archive or docker save
+image.build_from_rootfs(store, "rootfs", "localhost/app:1")   # a one-layer image of a directory
 image.pull(store, "localhost:5000/app:1")                 # OCI distribution registry
 rootfs = image.create_rootfs(store, "localhost:5000/app:1", "ctr1")   # overlay or copy
 opts = image.spec_opts(store.config("localhost:5000/app:1"), rootfs=rootfs.path)
@@ -30,6 +31,7 @@ from podkit.image.unpack import (
 
 if TYPE_CHECKING:
     from podkit.image.auth import AuthFile, CredentialHelperError, Credentials, auth_file_path
+    from podkit.image.build import build_from_rootfs
     from podkit.image.config import ImageConfig, parse_config, process_args, spec_opts
     from podkit.image.descriptor import Descriptor, Platform, host_platform
     from podkit.image.errors import (
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
         UnsafeLayerError,
         UnsupportedMediaTypeError,
     )
+    from podkit.image.export import export_image
     from podkit.image.hosts import RegistryHost, RegistryHosts
     from podkit.image.layout import import_image
     from podkit.image.lookup import AmbiguousImageError, ImageQuery
@@ -60,6 +63,7 @@ _LAZY: dict[str, str] = {
     "CredentialHelperError": "auth",
     "Credentials": "auth",
     "auth_file_path": "auth",
+    "build_from_rootfs": "build",
     "ImageConfig": "config",
     "parse_config": "config",
     "process_args": "config",
@@ -77,6 +81,7 @@ _LAZY: dict[str, str] = {
     "RegistryError": "errors",
     "UnsafeLayerError": "errors",
     "UnsupportedMediaTypeError": "errors",
+    "export_image": "export",
     "RegistryHost": "hosts",
     "RegistryHosts": "hosts",
     "import_image": "layout",
@@ -133,8 +138,10 @@ __all__ = [
     "UnsafeLayerError",
     "UnsupportedMediaTypeError",
     "auth_file_path",
+    "build_from_rootfs",
     "chain_ids",
     "create_rootfs",
+    "export_image",
     "get_rootfs",
     "host_platform",
     "import_image",

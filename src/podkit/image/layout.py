@@ -348,8 +348,9 @@ def import_image(store: ImageStore, path: str | os.PathLike[str], ref: str | Non
     """Import every image of a layout directory, OCI archive or ``docker save`` archive.
 
     ``ref`` names a single image (``name:tag``); without a tag it gives the repository for
-    entries annotated with only a tag (``org.opencontainers.image.ref.name``). Returns the recorded
-    images. Raises ``ImageError`` subclasses naming the archive, reference and digest.
+    entries annotated with only a tag (``org.opencontainers.image.ref.name``). Returns the
+    images recorded, one per entry (one per tag of a ``docker save`` entry), in the archive's
+    order. Raises ``ImageError`` subclasses naming the archive, reference and digest.
     """
     src_path = Path(path)
     want = platform or host_platform()

@@ -57,7 +57,8 @@ from podkit.image.usage import DiskUsage, disk_usage
 if TYPE_CHECKING:
     from podkit.image.config import ImageConfig
 
-__all__ = ["BlobWriter", "GCResult", "Image", "ImageStore", "VerifyingReader", "chain_ids"]
+__all__ = ["BlobWriter", "GCResult", "Image", "ImageStore", "StreamWriter", "VerifyingReader",
+           "chain_ids"]
 
 _CHUNK = 1 << 20
 _MAX_JSON_BLOB = 8 << 20
@@ -296,6 +297,46 @@ class BlobWriter:
             self.path.unlink()
 
 
+class StreamWriter:
+    """A blob of content not known in advance, written to a temp file of the store's
+    ``ingest`` dir and hashed as it goes; see :meth:`ImageStore.stream`."""
+
+    def __init__(self, store: ImageStore) -> None:
+        self._store = store
+        fd, self._tmp = tempfile.mkstemp(dir=store.root / "ingest", prefix=".stream-")
+        self._f: BinaryIO = os.fdopen(fd, "wb")
+        self._hash = hashlib.sha256()
+        self.size = 0
+        self.digest = ""
+
+    def write(self, data: bytes) -> int:
+        """Append ``data`` (a file object's ``write``: the number of bytes)."""
+        self._hash.update(data)
+        self.size += len(data)
+        self._f.write(data)
+        return len(data)
+
+    def commit(self) -> None:
+        """Make the content durable and move it into place as ``sha256:<its hash>``."""
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        digest = "sha256:" + self._hash.hexdigest()
+        with self._store.ingest_lock(digest):
+            if not self._store.has_blob(digest):
+                os.chmod(self._tmp, 0o444)
+                os.replace(self._tmp, self._store.blob_path(digest))
+                fsync_dir(self._store.blob_path(digest).parent)
+        self.digest = digest
+
+    def discard(self) -> None:
+        """Close and delete the temp file (nothing once committed)."""
+        if not self._f.closed:
+            self._f.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._tmp)
+
+
 class ImageStore:
     """Blobs, image records, snapshots and container rootfs state under ``<root>/image``.
 
@@ -368,32 +409,24 @@ class ImageStore:
                 raise
             return True
 
+    @contextlib.contextmanager
+    def stream(self) -> Iterator[StreamWriter]:
+        """Store content whose digest is not known in advance, written to the yielded
+        :class:`StreamWriter`: on a clean exit it is stored and its ``digest`` and ``size``
+        are set; on an error nothing is left behind."""
+        writer = StreamWriter(self)
+        try:
+            yield writer
+            writer.commit()
+        finally:
+            writer.discard()
+
     def put_stream(self, chunks: Iterable[bytes], where: str = "") -> tuple[str, int]:
         """Store content whose digest is not known in advance; returns ``(digest, size)``."""
-        fd, tmp = tempfile.mkstemp(dir=self.root / "ingest", prefix=".stream-")
-        h = hashlib.sha256()
-        size = 0
-        try:
-            with os.fdopen(fd, "wb") as f:
-                for chunk in chunks:
-                    h.update(chunk)
-                    size += len(chunk)
-                    f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            digest = "sha256:" + h.hexdigest()
-            with self.ingest_lock(digest):
-                if self.has_blob(digest):
-                    os.unlink(tmp)
-                else:
-                    os.chmod(tmp, 0o444)
-                    os.replace(tmp, self.blob_path(digest))
-                    fsync_dir(self.blob_path(digest).parent)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        return digest, size
+        with self.stream() as w:
+            for chunk in chunks:
+                w.write(chunk)
+        return w.digest, w.size
 
     def put_blob(self, data: bytes, where: str = "") -> str:
         """Store small content (a manifest or config) and return its digest."""

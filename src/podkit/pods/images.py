@@ -4,6 +4,7 @@ image in the store, what its config contributes to the spec, and its stop signal
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
@@ -16,30 +17,40 @@ from podkit.pods.container_spec import ContainerConfigError, ImageDefaults
 from podkit.pods.records import PauseConfig
 
 __all__ = [
+    "DEFAULT_PAUSE_ENV",
     "PAUSE_ROOTFS_PREFIX",
+    "ROOTFS_PAUSE_ARGS",
     "ContainerImage",
     "container_image",
     "find_image",
     "image_defaults",
     "pause_config",
     "populated",
+    "resolve_pause",
     "signal_number",
     "valid_stop_signal",
 ]
 
 PAUSE_ROOTFS_PREFIX = "cri-pause-"
 """Key prefix of the shared pause rootfs in an image store (the CRI server's, kept compatible)."""
+ROOTFS_PAUSE_ARGS = ("sleep", "2147483647")
+"""What a pause given as a rootfs directory runs unless ``PauseConfig.args`` says otherwise."""
+DEFAULT_PAUSE_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+"""The pause's environment when neither ``PauseConfig.env`` nor its image gives one."""
 
 
-def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
+def pause_config(store: _image.ImageStore, pause: str, *, args: Sequence[str] = (),
+                 env: Sequence[str] = ()) -> PauseConfig:
     """The pause program from ``pause``: an absolute rootfs directory, or an image in ``store``.
 
     An image gets one rootfs shared by every pause of that image (store key
     ``cri-pause-<config digest>``, reused across restarts; an empty or broken one is made
-    again) and runs its Entrypoint + Cmd with its Env.
+    again) and runs its Entrypoint + Cmd with its Env; a directory runs
+    ``sleep 2147483647``. ``args`` and ``env``, when given, replace those.
     """
     if os.path.isabs(pause) and os.path.isdir(pause):
-        return PauseConfig(rootfs=pause, image=pause)
+        return PauseConfig(rootfs=pause, image=pause, args=tuple(args) or ROOTFS_PAUSE_ARGS,
+                           env=tuple(env) or DEFAULT_PAUSE_ENV)
     try:
         img = store.get(pause)
     except _image.ReferenceError as exc:
@@ -50,7 +61,7 @@ def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
             "directory (import or pull it first)") from None
     cfg = store.config(img)
     try:
-        args = _image.process_args(cfg)
+        argv = tuple(args) or tuple(_image.process_args(cfg))
     except _image.ImageError as exc:
         raise InvalidArgumentError(f"pause image {pause!r}: {exc}") from None
     key = PAUSE_ROOTFS_PREFIX + img.config.digest.partition(":")[2][:32]
@@ -61,8 +72,27 @@ def pause_config(store: _image.ImageStore, pause: str) -> PauseConfig:
             raise NotFoundError(key)
     except NotFoundError:
         rootfs = _image.create_rootfs(store, img, key)
-    env = tuple(cfg.env) or PauseConfig().env
-    return PauseConfig(rootfs=str(rootfs.path), args=tuple(args), env=env, image=img.name)
+    return PauseConfig(rootfs=str(rootfs.path), args=argv,
+                       env=tuple(env) or tuple(cfg.env) or DEFAULT_PAUSE_ENV, image=img.name)
+
+
+def resolve_pause(config: PauseConfig | None,
+                  store: _image.ImageStore | None) -> PauseConfig | None:
+    """The pause a manager runs from the one it was given: an image (no rootfs) made into a
+    rootfs in ``store`` (:func:`pause_config`), the command and environment filled in."""
+    if config is None:
+        return None
+    if not config.rootfs and config.image:
+        if store is None:
+            raise InvalidArgumentError(
+                f"pause image {config.image!r}: needs an image store (images=) or a rootfs")
+        return pause_config(store, config.image, args=config.args, env=config.env)
+    if not config.rootfs or not Path(config.rootfs).is_dir():
+        raise InvalidArgumentError(
+            f"pause rootfs {config.rootfs!r} is not a directory" if config.rootfs else
+            "pause: give a rootfs directory or an image (PauseConfig(rootfs=) or image=)")
+    return attrs.evolve(config, args=config.args or ROOTFS_PAUSE_ARGS,
+                        env=config.env or DEFAULT_PAUSE_ENV)
 
 
 def populated(rootfs: Path) -> bool:

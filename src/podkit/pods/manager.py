@@ -26,7 +26,6 @@ import attrs
 from podkit import cgroups, cni, image, netns
 from podkit._files import file_lock, make_dirs
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
-from podkit.pods import images as pod_images
 from podkit.pods import network, processes, recovery, rules
 from podkit.pods.config import NamespaceMode, SandboxConfig
 from podkit.pods.container_spec import DeviceInjector
@@ -147,16 +146,7 @@ class SandboxManager(ContainerLifecycle):
         if rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(
                 f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
-        if pause is not None and not pause.rootfs and pause.image:
-            if images is None:
-                raise InvalidArgumentError(
-                    f"pause image {pause.image!r}: needs an image store (images=) or a rootfs")
-            pause = pod_images.pause_config(images, pause.image)
-        if pause is not None and (not pause.rootfs or not Path(pause.rootfs).is_dir()):
-            raise InvalidArgumentError(
-                f"pause rootfs {pause.rootfs!r} is not a directory" if pause.rootfs else
-                "pause: give a rootfs directory or an image (PauseConfig(rootfs=) or image=)")
-        self._pause = PauseRootfs(pause, images)
+        self._pause = PauseRootfs(pause, images)  # an image made into its shared rootfs
         self.rootfs_mode = rootfs_mode
         self.root_dir = Path(root_dir).absolute()
         self.state_dir = Path(state_dir).absolute()
@@ -177,7 +167,7 @@ class SandboxManager(ContainerLifecycle):
             supervisor = ConmonSupervisor(Conmon(runtime, state_dir=self.state_dir / "conmon"))
         self.supervisor: Supervisor = supervisor
         self.oom_score_floor = rules.current_oom_score_adj()
-        if pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
+        if self.pause is not None and self.oom_score_floor > SANDBOX_OOM_SCORE_ADJ:
             # info, not a warning: normal for a root without CAP_SYS_RESOURCE (CI runners,
             # containers), and containerd's restrict_oom_score_adj clamps without a word
             _log.info(

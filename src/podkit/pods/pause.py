@@ -1,4 +1,5 @@
-"""The pause program of a manager and, when it comes from an image, its shared rootfs.
+"""The pause program of a manager, its shared rootfs when it comes from an image, and the
+error of a pause that exits before its pod is ready.
 
 Every pod's pause runs on one rootfs made from the pause image in the image store. It is
 mounted while a pause starts (made again if it was unmounted) and stays mounted for the next
@@ -17,22 +18,64 @@ from pathlib import Path
 
 from podkit import image
 from podkit._files import file_lock
-from podkit.errors import ConflictError
+from podkit.errors import ConflictError, PodkitError
 from podkit.pods import images as pod_images
 from podkit.pods.records import PauseConfig
+from podkit.runtime import read_cri_log
 
-__all__ = ["PauseRootfs"]
+__all__ = ["OUTPUT_LINES", "PauseExitedError", "PauseRootfs", "last_output"]
+
+OUTPUT_LINES = 5
+"""How many of its last output lines a :class:`PauseExitedError` quotes."""
+_OUTPUT_CHARS = 400
+
+
+class PauseExitedError(PodkitError):
+    """The pause of a pod exited before the pod was ready: ``run_sandbox`` undid the pod.
+
+    ``exit_code`` is the pause's (``128 + signal`` when killed), ``output`` its last lines
+    (stdout and stderr, from its log); the message names the pause's image or rootfs and
+    command.
+    """
+
+    def __init__(self, message: str, *, exit_code: int, output: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.output = output
+
+    @classmethod
+    def of(cls, config: PauseConfig, pod: str, exit_code: int, output: str) -> PauseExitedError:
+        """The error of the pause ``config`` of ``pod`` (how messages name the pod), which
+        exited with ``exit_code`` after printing ``output``."""
+        what = f"image {config.image}" if config.image and config.image != config.rootfs \
+            else f"rootfs {config.rootfs}"
+        said = f"; its last output: {output!r}" if output else "; it printed nothing"
+        return cls(f"{pod}: the pause ({what}, command {list(config.args)}) exited with code "
+                   f"{exit_code} before the pod was ready{said}",
+                   exit_code=exit_code, output=output)
+
+
+def last_output(log_path: str | os.PathLike[str], lines: int = OUTPUT_LINES) -> str:
+    """The last ``lines`` lines of a CRI log (at most 400 characters, the end kept); ``""``
+    when there is none."""
+    try:
+        entries = read_cri_log(log_path)
+    except (OSError, PodkitError):
+        return ""
+    text = "\n".join(e.content.decode("utf-8", "replace") for e in entries[-lines:])
+    return text if len(text) <= _OUTPUT_CHARS else "..." + text[-_OUTPUT_CHARS:]
 
 
 class PauseRootfs:
     """The manager's pause (``config``; ``None``: infra-less pods) and its shared rootfs.
 
     ``images`` is the store a pause given as an image lives in (``None``: the pause is a
-    plain directory, never unmounted).
+    plain directory, never unmounted). ``config`` is the one given, resolved
+    (``pods.images.resolve_pause``: an image made into its rootfs, the command filled in).
     """
 
     def __init__(self, config: PauseConfig | None, images: image.ImageStore | None) -> None:
-        self.config = config
+        self.config = pod_images.resolve_pause(config, images)
         self.images = images
         self._lock = threading.Lock()
         self._roots: dict[str, str] = {}  # pod ID -> its pause rootfs (from its bundle)
@@ -72,7 +115,9 @@ class PauseRootfs:
             with self.lock(key, shared=False):
                 if not pod_images.populated(Path(self.config.rootfs)):
                     assert self.images is not None
-                    self.config = pod_images.pause_config(self.images, self.config.image)
+                    self.config = pod_images.pause_config(
+                        self.images, self.config.image, args=self.config.args,
+                        env=self.config.env)
 
     def rootfs_of(self, pod_id: str, bundle: Path) -> str:
         """The rootfs of a pod's pause, from its ``bundle`` (the current pause's if none)."""

@@ -10,19 +10,44 @@ import contextlib
 import signal
 import time
 
-from podkit import cgroups
+from podkit import cgroups, procfs
 from podkit.errors import NotFoundError, PodkitError
 from podkit.runtime import ConmonSupervisor, ExitStatus, Runc, Runtime, Supervisor
 from podkit.runtime.errors import NotRunningError, OCIRuntimeError, RuntimeTimeoutError
 
 __all__ = ["delete", "exit_status", "kill_and_wait", "oom_killed", "pids_are_host_pids",
-           "running"]
+           "running", "settled"]
+
+_RUNTIME_INITS = ("runc:[", "crun")
+"""How runc's and crun's container init name themselves before they exec the process."""
 
 
 def pids_are_host_pids(supervisor: Supervisor, runtime: Runtime) -> bool:
     """Whether the pids the supervisor hands out are processes of this host (conmon's, or a
     real runc's), so a pidfd can watch them; a fake runtime's are made up."""
     return isinstance(supervisor, ConmonSupervisor) or isinstance(runtime, Runc)
+
+
+def settled(pid: int, timeout: float) -> bool:
+    """Whether the container process ``pid`` lives on: ``True`` once it sleeps in a blocking
+    call after its exec (a pause waiting for signals, a ``sleep``) or when ``timeout`` seconds
+    pass first (a busy one), ``False`` once it has exited (gone, or a zombie not yet reaped).
+    Polls ``/proc/<pid>/stat``; a process that exits at once (a shell without input) is seen
+    gone instead of taken for alive by a look made too early."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        stat = procfs.name_and_state(pid)
+        if stat is None or stat[1] in ("Z", "X", "x"):
+            return False
+        name, state = stat
+        if state == "S" and not name.startswith(_RUNTIME_INITS):
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.005)
 
 
 def running(runtime: Runtime, id: str) -> bool:

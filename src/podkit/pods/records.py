@@ -52,16 +52,18 @@ class ContainerState(enum.IntEnum):
 
 @attrs.frozen(kw_only=True)
 class PauseConfig:
-    """The pause program: a rootfs directory and the command that sleeps forever in it.
+    """The pause program: a rootfs directory or an image, and the command that sleeps in it.
 
-    busybox works: ``PauseConfig(rootfs="/srv/busybox")`` runs ``sleep 2147483647``.
-    ``PauseConfig(image="localhost/pause:1")`` (no rootfs) names an image in the manager's
-    ``images`` store instead: see :func:`pause_config`.
+    ``PauseConfig(rootfs="/srv/busybox")`` runs ``sleep 2147483647`` there (busybox has it);
+    ``PauseConfig(image="localhost/pause:1")`` names an image in the manager's ``images``
+    store instead and runs its Entrypoint + Cmd with its Env (see :func:`pause_config`);
+    ``builtin_pause(store)`` gives podkit's own. ``args`` and ``env``, when given, replace
+    the command and the environment either way.
     """
 
     rootfs: str = ""
-    args: tuple[str, ...] = ("sleep", "2147483647")
-    env: tuple[str, ...] = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",)
+    args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
     image: str = ""
 
 

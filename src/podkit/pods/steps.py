@@ -27,12 +27,13 @@ from podkit import cgroups, cni, netns
 from podkit.errors import PodkitError
 from podkit.pods import network, processes, rules
 from podkit.pods.config import NamespaceMode
-from podkit.pods.pause import PauseRootfs
+from podkit.pods.pause import PauseExitedError, PauseRootfs, last_output
 from podkit.pods.records import Sandbox
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
 from podkit.runtime import Bundle, Runtime, Supervisor
 
 __all__ = [
+    "PAUSE_SETTLE_TIMEOUT",
     "PRIVATE_DIR_MODE",
     "ROOT_DIR_MODE",
     "SHM_SIZE",
@@ -46,6 +47,8 @@ __all__ = [
 
 SHM_SIZE = 64 << 20
 """Size of a pod's /dev/shm tmpfs (containerd's default)."""
+PAUSE_SETTLE_TIMEOUT = 2.0
+"""Seconds a new pause may stay busy before it counts as running without having settled."""
 
 ROOT_DIR_MODE = 0o711
 """The root's ``sandboxes`` and ``containers`` dirs (and the root, when made): others may
@@ -206,6 +209,19 @@ class SandboxSteps:
             self.write_pause_bundle(sb)
         with self.pause.ready():
             sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
+        self.check_pause(sb)
+
+    def check_pause(self, sb: Sandbox) -> None:
+        """A pause that exits before it settles (``processes.settled``) fails the step with a
+        :class:`PauseExitedError` naming it, its exit code and its last output."""
+        if not processes.pids_are_host_pids(self.supervisor, self.runtime) or \
+                processes.settled(sb.pid, PAUSE_SETTLE_TIMEOUT):
+            return
+        status = self.supervisor.wait(sb.id, 10.0)  # its exit code; its log complete
+        pause = self.pause.config
+        assert pause is not None
+        raise PauseExitedError.of(pause, f"sandbox {sb.name} ({sb.id[:12]})", status.exit_code,
+                                  last_output(self.sandbox_dir(sb.id) / "pause.log"))
 
     def undo_pause(self, sb: Sandbox) -> None:
         """Kill and delete the pause; then whatever the runtime left of its cgroup."""
