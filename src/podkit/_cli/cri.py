@@ -7,8 +7,8 @@ through ``--registry-config-dir`` (containerd's ``hosts.toml`` layout; point it 
 ``/etc/containerd/certs.d`` to share containerd's) with the request's credentials, else those
 of ``--authfile`` (Docker's ``config.json``; default: the usual places). glibc's malloc arenas
 are capped at 2 and its mmap threshold kept at 128 KiB (``MALLOC_ARENA_MAX`` and
-``MALLOC_MMAP_THRESHOLD_`` in the server's environment win), and what the start freed goes
-back to the system before serving: docs/performance.md.
+``MALLOC_MMAP_THRESHOLD_`` in the server's environment win), and freed memory goes back to
+the system before serving and then once a second: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"podkit cri: serving on {server.address}{where} ({len(report.sandboxes)} pods, "
               f"{len(report.containers)} containers recovered)", file=sys.stderr, flush=True)
         while not done.wait(1.0):
-            pass
+            _linux.malloc_trim()  # what a burst of calls (a pull: MBs of buffers) freed
         server.stop()
         if streaming is not None:
             streaming.stop()
