@@ -1,5 +1,5 @@
 """Directories deleted off the caller's time: renamed into a trash directory at once (one
-rename: the path is gone, atomically), emptied by one background thread.
+rename: the path is gone, atomically), emptied (and then removed) by one background thread.
 
 Deleting a tree is one blocking call per file and directory, and on some file systems each
 waits for the disk (ext4 without a journal mounted with ``discard`` issues a synchronous
@@ -32,20 +32,24 @@ _thread: threading.Thread | None = None
 
 def remove_later(path: Path, trash: Path) -> None:
     """Move the directory ``path`` into ``trash`` (made 0700 when missing, on the same file
-    system) and delete it on the background thread. A missing ``path`` is fine; a rename
-    that cannot happen (another file system) deletes it here instead. ``OSError`` when it can
-    be neither renamed nor deleted."""
-    trash.mkdir(mode=0o700, exist_ok=True)
-    try:
-        os.rename(path, trash / f"{path.name}.{secrets.token_hex(4)}")
-    except FileNotFoundError:
+    system; removed again once emptied) and delete it on the background thread. A missing
+    ``path`` is fine; a rename that cannot happen (another file system) deletes it here
+    instead. ``OSError`` when it can be neither renamed nor deleted."""
+    for _ in range(5):  # the thread may remove an emptied trash between mkdir and rename
+        if not os.path.lexists(path):
+            return
+        trash.mkdir(mode=0o700, exist_ok=True)
+        try:
+            os.rename(path, trash / f"{path.name}.{secrets.token_hex(4)}")
+        except FileNotFoundError:
+            continue
+        except OSError:
+            break
+        empty_later(trash)
         return
-    except OSError:
-        shutil.rmtree(path, ignore_errors=True)
-        if path.exists():
-            shutil.rmtree(path)
-        return
-    empty_later(trash)
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):
+        shutil.rmtree(path)
 
 
 def empty_later(trash: Path) -> None:
@@ -97,3 +101,5 @@ def _empty(trash: Path) -> None:
                 entry.unlink()
         if entry.exists():
             _log.warning("could not delete %s (left for the next removal)", entry)
+    with contextlib.suppress(OSError):  # not empty: something new came in, or was left
+        trash.rmdir()
