@@ -1,24 +1,29 @@
-"""Benchmark podkit's CRI server side by side with containerd's (issue 16), one gRPC client.
+"""Benchmark podkit's CRI server side by side with containerd's (issues 16, 22), one gRPC client.
 
 Both servers run as child processes with the same kind of pod network (loopback + bridge +
 portmap, no masquerade, each on its own bridge and subnet), the same busybox-based images
 (imported from the same OCI layouts) and runc; the client (podkit's ``runtime.v1`` stubs) drives
 both, alternating who goes first each round:
 
-* per round: RunPodSandbox, CreateContainer+StartContainer, StopPodSandbox, RemovePodSandbox;
-  PullImage of a ~30 MB image from a docker-registry on 127.0.0.1 (removed after each pull on
-  both sides), and the floor "download + sha256 of the same blobs";
-* with ``BENCH_SCALE_PODS`` (100) pods of pause + 1 container held on each server (made with
+* per round, for pods shaped as kubelet 1.36 sends a Deployment's replica
+  (``containerd/kubelet.py``: labels, annotations, log dir and log path, DNS, a hostPort, the
+  Burstable pod's cgroup parent, ``RuntimeDefault`` seccomp, resources, envs, kubelet's
+  mounts), then for the minimal pod of issue 16, then kubelet's shape again with a CPU burner
+  spinning on every CPU (the loaded rows): RunPodSandbox, CreateContainer+StartContainer,
+  StopPodSandbox, RemovePodSandbox; PullImage of a ~30 MB image from a docker-registry on
+  127.0.0.1 (removed after each pull on both sides), and the floor "download + sha256";
+* with ``BENCH_SCALE_PODS`` (100) kubelet-shaped pods held on each server (made with
   concurrency 10): wall time to make them, ListPodSandbox, ListContainers, ContainerStatus,
-  ExecSync (``true``), ContainerStats, ListContainerStats; server RSS and open fds, per-pod
-  helper RSS (conmon vs containerd-shim-runc-v2); each server restarted with the pods present
-  (time to the first ListPodSandbox with all of them); time to tear them all down.
+  ExecSync (``true``), ContainerStats, ListContainerStats; server RSS with 10 pods and with all
+  of them (and a bare grpcio server's, the floor), open fds, per-pod helper RSS (conmon vs
+  containerd-shim-runc-v2); each server restarted with the pods present (time to the first
+  ListPodSandbox with all of them); time to tear them all down.
 
-It prints one table: median/p90 per call, the ratio podkit / containerd and the issue's goal.
-containerd (Debian's, installed when missing) runs from a temp dir and is stopped and removed
-at the end with everything it made. Knobs: ``BENCH_ROUNDS`` (20), ``BENCH_SCALE_PODS`` (100),
-``--profile DIR`` (py-spy of the podkit server: ``rounds.txt`` during the per-round calls,
-``held.txt`` during the reads at scale, collapsed stacks).
+It prints one table: median/p90 per call, the ratio podkit / containerd (or the floor) and the
+goal. containerd (Debian's, installed when missing) runs from a temp dir and is stopped and
+removed at the end with everything it made. Knobs: ``BENCH_ROUNDS`` (20),
+``BENCH_SCALE_PODS`` (100), ``--profile DIR`` (py-spy of the podkit server: ``rounds.txt``
+during the per-round calls, ``held.txt`` during the reads at scale, collapsed stacks).
 
 Usage: ``scripts/isolated .venv/bin/python benchmarks/bench_vs_containerd.py [--json out]``
 """
@@ -39,10 +44,11 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from containerd import instance as ctrd
+from containerd import kubelet
 from containerd.cpu import (
     CpuGroup,
     busy_fraction,
@@ -61,11 +67,13 @@ from containerd.images import (
     pull_floor,
     registry,
 )
+from containerd.load import Burner
 from containerd.report import Row, as_json, env_int, render, warm_median
 
 NETWORKS = {"podkit": ("pk-vs-podkit", "pkvs0", "10.91.0.0/16"),
             "containerd": ("pk-vs-containerd", "pkvs1", "10.92.0.0/16")}
 CONCURRENCY = 10
+FEW_PODS = 10  # the RSS row with a few pods held (issue 22's measurement)
 
 # ---- the servers
 
@@ -80,6 +88,7 @@ class Side:
         self.rt: Any = None
         self.img: Any = None
         self.cpu: CpuGroup | None = None  # the cgroup the server and its helpers run in
+        self.image_id = ""  # the busybox image's ID on this server (kubelet's imageRef)
 
     def argv(self, argv: list[str]) -> list[str]:
         """The server's command line, entering its CPU cgroup first when it has one."""
@@ -111,6 +120,8 @@ class Side:
         grpc.channel_ready_future(self.channel).result(timeout=120)
         self.rt = api_pb2_grpc.RuntimeServiceStub(self.channel)
         self.img = api_pb2_grpc.ImageServiceStub(self.channel)
+        if not self.image_id:
+            self.image_id = image_id(self, BUSYBOX)
 
     def disconnect(self) -> None:
         if self.channel is not None:
@@ -235,8 +246,19 @@ class ContainerdSide(Side):
 
 # ---- the calls
 
+def image_id(side: Side, ref: str) -> str:
+    """The image's ID as ``side`` reports it: what kubelet puts in CreateContainer's image
+    (``EnsureImageExists`` hands on the ImageStatus ID, not the name)."""
+    from podkit.cri import api_pb2 as pb
+
+    got = side.img.ImageStatus(pb.ImageStatusRequest(image=pb.ImageSpec(image=ref)), timeout=60)
+    if not got.image.id:
+        raise RuntimeError(f"{side.name}: ImageStatus({ref}) has no image")
+    return str(got.image.id)
+
+
 def pod_config() -> Any:
-    """A CRI PodSandboxConfig as kubelet sends it (pod network, own PID namespace per ctr)."""
+    """The minimal PodSandboxConfig of issue 16 (pod network, own PID namespace per ctr)."""
     from podkit.cri import api_pb2 as pb
 
     cfg = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(
@@ -248,12 +270,34 @@ def pod_config() -> Any:
 
 
 def container_config() -> Any:
+    """The minimal ContainerConfig of issue 16 (busybox by name, ``sleep 3600``)."""
     from podkit.cri import api_pb2 as pb
 
     cfg = pb.ContainerConfig(metadata=pb.ContainerMetadata(name="c"),
                              image=pb.ImageSpec(image=BUSYBOX), command=["sleep", "3600"])
     cfg.linux.security_context.namespace_options.pid = pb.CONTAINER
     return cfg
+
+
+class Plan(NamedTuple):
+    """One pod to make: its configs, and what to do once it is removed."""
+
+    pod: Any
+    container: Any
+    release: Callable[[], None]
+
+
+def kubelet_plan(node: kubelet.KubeletNode, side: Side) -> Plan:
+    """A Deployment replica as kubelet sends it, its node files made first."""
+    pod = node.new_pod()
+    return Plan(kubelet.sandbox_config(pod, node.host),
+                kubelet.container_config(pod, node.host, side.image_id, BUSYBOX),
+                lambda: node.release(pod))
+
+
+def minimal_plan(side: Side) -> Plan:
+    del side
+    return Plan(pod_config(), container_config(), lambda: None)
 
 
 class Recorder:
@@ -273,14 +317,14 @@ class Recorder:
         self.times.setdefault((side, call), []).append(value)
 
 
-def run_pod(side: Side) -> tuple[str, str]:
+def run_pod(side: Side, plan: Plan) -> tuple[str, str]:
     """RunPodSandbox + CreateContainer + StartContainer; (pod id, container id)."""
     from podkit.cri import api_pb2 as pb
 
-    pod = pod_config()
-    sid = side.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=pod), timeout=300).pod_sandbox_id
+    sid = side.rt.RunPodSandbox(pb.RunPodSandboxRequest(config=plan.pod),
+                                timeout=300).pod_sandbox_id
     cid = side.rt.CreateContainer(pb.CreateContainerRequest(
-        pod_sandbox_id=sid, config=container_config(), sandbox_config=pod),
+        pod_sandbox_id=sid, config=plan.container, sandbox_config=plan.pod),
         timeout=300).container_id
     side.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=300)
     return sid, cid
@@ -293,33 +337,36 @@ def remove_pod(side: Side, sid: str) -> None:
     side.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid), timeout=300)
 
 
-def pod_round(side: Side, rec: Recorder, keep: bool) -> None:
-    """One pod through its life, each call timed."""
+def pod_round(side: Side, rec: Recorder, keep: bool, plan: Plan, variant: str = "",
+              floor: bool = False) -> None:
+    """One pod through its life, each call timed as ``<call><variant>``; with ``floor``, the
+    bare runc create+start of the container's own spec right after podkit's."""
     from podkit.cri import api_pb2 as pb
 
-    n, pod = side.name, pod_config()
-    sid = rec.timed(n, "RunPodSandbox", lambda: side.rt.RunPodSandbox(
+    n, pod = side.name, plan.pod
+    sid = rec.timed(n, "RunPodSandbox" + variant, lambda: side.rt.RunPodSandbox(
         pb.RunPodSandboxRequest(config=pod), timeout=300).pod_sandbox_id, keep)
 
     def create_start() -> str:
         cid: str = side.rt.CreateContainer(pb.CreateContainerRequest(
-            pod_sandbox_id=sid, config=container_config(), sandbox_config=pod),
+            pod_sandbox_id=sid, config=plan.container, sandbox_config=pod),
             timeout=300).container_id
         side.rt.StartContainer(pb.StartContainerRequest(container_id=cid), timeout=300)
         return cid
 
-    cid = rec.timed(n, "CreateContainer+StartContainer", create_start, keep)
-    if isinstance(side, PodkitSide):  # the floor: bare runc beside it, with its own spec
+    cid = rec.timed(n, "CreateContainer+StartContainer" + variant, create_start, keep)
+    if floor and isinstance(side, PodkitSide):  # bare runc beside it, with its own spec
         spec = floor_spec(side.container_spec(cid), f"floor-{cid[:12]}")
         try:
             rec.timed("floor", "CreateContainer+StartContainer",
                       lambda: side.raw.create_start(spec, f"floor-{cid[:12]}"), keep)
         finally:
             side.raw.remove()
-    rec.timed(n, "StopPodSandbox", lambda: side.rt.StopPodSandbox(
+    rec.timed(n, "StopPodSandbox" + variant, lambda: side.rt.StopPodSandbox(
         pb.StopPodSandboxRequest(pod_sandbox_id=sid), timeout=300), keep)
-    rec.timed(n, "RemovePodSandbox", lambda: side.rt.RemovePodSandbox(
+    rec.timed(n, "RemovePodSandbox" + variant, lambda: side.rt.RemovePodSandbox(
         pb.RemovePodSandboxRequest(pod_sandbox_id=sid), timeout=300), keep)
+    plan.release()
 
 
 def pull_round(side: Side, rec: Recorder, ref: str, keep: bool) -> None:
@@ -395,19 +442,37 @@ def _readings(side: Side) -> tuple[float, float, tuple[int, int]]:
     return group, own, proc_stat_busy(Path("/proc/stat").read_text())
 
 
-def make_pods(side: Side, count: int) -> tuple[float, list[tuple[str, str]], dict[str, float]]:
-    """``count`` pods of pause + 1 container with concurrency 10; (wall seconds, ids, CPU:
-    seconds per pod of the server with its helpers and of the server alone, machine busy)."""
+class Made(NamedTuple):
+    """Pods made by :func:`make_pods` and what the make cost."""
+
+    wall: float  # seconds
+    pods: list[tuple[str, str]]
+    group: float  # CPU seconds of the server's cgroup (server and helpers)
+    own: float  # CPU seconds of the server process
+    busy: tuple[int, int]  # busy and total jiffies of the machine over the make
+
+
+def make_pods(side: Side, plans: Sequence[Plan]) -> Made:
+    """The planned pods (pause + 1 container each) made with concurrency 10."""
     before = _readings(side)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(CONCURRENCY) as pool:
-        pods = list(pool.map(lambda _: run_pod(side), range(count)))
+        pods = list(pool.map(lambda plan: run_pod(side, plan), plans))
     wall = time.perf_counter() - t0
     after = _readings(side)
-    cpu = {CPU_CALLS[0]: (after[0] - before[0]) / count,
-           CPU_CALLS[1]: (after[1] - before[1]) / count,
-           CPU_CALLS[2]: 100 * busy_fraction(before[2], after[2])}
-    return wall, pods, cpu
+    return Made(wall, pods, after[0] - before[0], after[1] - before[1],
+                (after[2][0] - before[2][0], after[2][1] - before[2][1]))
+
+
+def make_cost(made: Sequence[Made]) -> dict[str, float]:
+    """The make rows of several makes together: wall seconds, CPU per pod (ms: server with
+    its helpers, server alone), the machine's busy share (%)."""
+    count = sum(len(m.pods) for m in made)
+    busy = (sum(m.busy[0] for m in made), sum(m.busy[1] for m in made))
+    return {SCALE_CALLS[0]: sum(m.wall for m in made),
+            CPU_CALLS[0]: sum(m.group for m in made) / count,
+            CPU_CALLS[1]: sum(m.own for m in made) / count,
+            CPU_CALLS[2]: 100 * busy_fraction((0, 0), busy)}
 
 
 def tear_down(side: Side, pods: Sequence[tuple[str, str]]) -> float:
@@ -417,13 +482,41 @@ def tear_down(side: Side, pods: Sequence[tuple[str, str]]) -> float:
     return time.perf_counter() - t0
 
 
+def rss_mb(pid: int) -> float:
+    return ctrd.rss_kib(pid) / 1024
+
+
 def memory(side: Side, pods: int) -> dict[str, float]:
     """Server RSS (MB), its open fds, and the per-pod RSS of its helpers (MB)."""
     helpers = side.helper_pids()
-    return {"server RSS": ctrd.rss_kib(side.pid) / 1024,
+    return {"server RSS": rss_mb(side.pid),
             "server open fds": float(ctrd.open_fds(side.pid)),
             "per-pod helper RSS": sum(ctrd.rss_kib(p) for p in helpers) / 1024 / pods,
             "helpers": float(len(helpers))}
+
+
+def floor_rss(base: Path, env: dict[str, str], calls: int = 20) -> float:
+    """RSS (MB) of a bare grpcio server with the CRI stubs (``containerd/grpc_floor.py``)
+    after ``calls`` Version calls: the floor of any CRI server in Python."""
+    import grpc
+
+    from podkit.cri import api_pb2 as pb
+    from podkit.cri import api_pb2_grpc
+
+    sock = base / "floor.sock"
+    script = Path(__file__).resolve().parent / "containerd" / "grpc_floor.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(sock)], env=env,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with grpc.insecure_channel(f"unix://{sock}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=120)
+            stub = api_pb2_grpc.RuntimeServiceStub(channel)
+            for _ in range(calls):
+                stub.Version(pb.VersionRequest(), timeout=60)
+            return rss_mb(proc.pid)
+    finally:
+        ctrd.terminate(proc)
+        sock.unlink(missing_ok=True)
 
 
 def restart(side: Side, pods: int) -> float:
@@ -459,8 +552,12 @@ def remove_everything(side: Side) -> None:
 
 # ---- the run
 
-ROUND_CALLS = ("RunPodSandbox", "CreateContainer+StartContainer", "StopPodSandbox",
-               "RemovePodSandbox", "PullImage")
+POD_CALLS = ("RunPodSandbox", "CreateContainer+StartContainer", "StopPodSandbox",
+             "RemovePodSandbox")
+LOADED = " (loaded)"  # kubelet's shape with a CPU burner on every CPU
+MINIMAL = " (minimal pod)"  # issue 16's pod: no labels, log dir, DNS, ports, cgroup parent...
+VARIANTS = ("", LOADED, MINIMAL)  # the row-name suffixes; "": kubelet's shape, quiet
+ROUND_CALLS = (*POD_CALLS, *(c + v for v in VARIANTS[1:] for c in POD_CALLS), "PullImage")
 HELD_CALLS = ("ExecSync", "ContainerStatus", "ListPodSandbox", "ListContainers",
               "ContainerStats", "ListContainerStats", "Version (no-op: the gRPC floor)")
 STOP_REMOVE = "StopPodSandbox+RemovePodSandbox"
@@ -472,39 +569,58 @@ CPU_CALLS = ("create pods: CPU per pod, server + helpers",
              "create pods: CPU per pod, server process", "create pods: machine CPU busy")
 WARM = 20
 WARM_CALLS = ("Version", "ContainerStatus", "ListContainers", "ListPodSandbox")
+RSS_IDLE = "server RSS, idle (no pod yet)"
+RSS_FLOOR = "server RSS (10 pods) vs floor bare grpcio server"
+
+
+def rss_name(pods: int) -> str:
+    return f"server RSS ({pods} pods)"
 
 
 def per_round(sides: Sequence[Side], rec: Recorder, rounds: int, ref: str,
-              floor: Callable[[], None]) -> None:
-    """Pods and pulls, alternating who goes first; round 0 warms both up."""
+              floor: Callable[[], None], node: kubelet.KubeletNode) -> None:
+    """Pods (kubelet's shape, the minimal one, kubelet's under load) and pulls, alternating
+    who goes first; round 0 warms both up."""
     for i in range(rounds + 1):
         keep = i > 0
         order = list(sides) if i % 2 == 0 else list(reversed(sides))
         for side in order:
-            pod_round(side, rec, keep)
+            pod_round(side, rec, keep, kubelet_plan(node, side), floor=True)
+        for side in order:
+            pod_round(side, rec, keep, minimal_plan(side), MINIMAL)
+        with Burner():
+            for side in order:
+                pod_round(side, rec, keep, kubelet_plan(node, side), LOADED)
         for side in order:
             pull_round(side, rec, ref, keep)
         rec.timed("floor", "PullImage", floor, keep)
 
 
 def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int, count: int,
-             prof: Profiler) -> dict[str, dict[str, float]]:
-    """``count`` pods held on each server: make, read, measure, restart, tear down.
+             prof: Profiler, node: kubelet.KubeletNode) -> dict[str, dict[str, float]]:
+    """``count`` kubelet-shaped pods held on each server: make (RSS with the first 10),
+    read, measure, restart, tear down.
 
     containerd's pods are made first and torn down last, so podkit's side always works with
     the other server's pods present too (the harder case)."""
-    pods = {}
+    pods: dict[str, list[tuple[str, str]]] = {}
+    mem: dict[str, dict[str, float]] = {side.name: {} for side in sides}
+    few = min(FEW_PODS, count)
     for side in reversed(sides):
-        wall, pods[side.name], cpu = make_pods(side, count)
-        rec.add(side.name, SCALE_CALLS[0], wall)
-        for call, value in cpu.items():
+        first = make_pods(side, [kubelet_plan(node, side) for _ in range(few)])
+        mem[side.name][rss_name(few)] = rss_mb(side.pid)
+        rest = make_pods(side, [kubelet_plan(node, side) for _ in range(count - few)])
+        pods[side.name] = first.pods + rest.pods
+        for call, value in make_cost([first, rest] if rest.pods else [first]).items():
             rec.add(side.name, call, value)
     with prof.phase(sides[0], "held"):
         for i in range(rounds + 1):
             order = list(sides) if i % 2 == 0 else list(reversed(sides))
             for side in order:
                 held_round(side, rec, pods[side.name], i, i > 0)
-    mem = {side.name: memory(side, count) for side in sides}
+    for side in sides:
+        mem[side.name].update(memory(side, count))
+        mem[side.name][rss_name(count)] = mem[side.name].pop("server RSS")
     for side in sides:
         prof.restart_args(side)
         rec.add(side.name, SCALE_CALLS[1], restart(side, count))
@@ -513,27 +629,47 @@ def at_scale(sides: Sequence[Side], rec: Recorder, rounds: int, count: int,
     return mem
 
 
-def build_rows(rec: Recorder, mem: dict[str, dict[str, float]]) -> list[Row]:
+def stop_remove(t: dict[tuple[str, str], list[float]], side: str, variant: str) -> list[float]:
+    """StopPodSandbox + RemovePodSandbox per pod: the servers split a pod's teardown
+    differently (containerd deletes its tasks in the stop), kubelet always makes both."""
+    return [a + b for a, b in zip(t[(side, "StopPodSandbox" + variant)],
+                                  t[(side, "RemovePodSandbox" + variant)], strict=True)]
+
+
+def build_rows(rec: Recorder, mem: dict[str, dict[str, float]], scale: int) -> list[Row]:
+    """The table: per-round pod calls (kubelet's shape quiet, loaded, minimal; each with
+    stop+remove summed), the pull, the reads at scale, the floors, the warm reads, the scale
+    rows, CPU, memory. ``mem``: per side, the memory readings (RSS idle, with 10 pods, with
+    ``scale`` pods, fds, helper RSS) and ``floor``: the bare grpcio server's RSS."""
     t = rec.times
-    rows = [Row(c, t[("podkit", c)], t[("containerd", c)]) for c in ROUND_CALLS + HELD_CALLS]
-    # the servers split a pod's teardown differently (containerd deletes its tasks in the stop)
-    summed = {n: [a + b for a, b in zip(t[(n, "StopPodSandbox")], t[(n, "RemovePodSandbox")],
-                                        strict=True)] for n in ("podkit", "containerd")}
-    rows.insert(4, Row(STOP_REMOVE, summed["podkit"], summed["containerd"]))
+
+    def row(call: str, **kw: Any) -> Row:
+        return Row(call, t[("podkit", call)], t[("containerd", call)], **kw)
+
+    rows = []
+    for variant in VARIANTS:
+        rows += [row(c + variant) for c in POD_CALLS]
+        rows.append(Row(STOP_REMOVE + variant, stop_remove(t, "podkit", variant),
+                        stop_remove(t, "containerd", variant)))
+    rows += [row(c) for c in ("PullImage", *HELD_CALLS)]
     rows.append(Row("PullImage vs floor fetch+sha256", t[("podkit", "PullImage")],
                     t[("floor", "PullImage")], second="floor"))
     rows.append(Row(EXEC_FLOOR, t[("podkit", "ExecSync")], t[("floor", "ExecSync")],
                     second="floor"))
     rows.append(Row(CREATE_FLOOR, t[("podkit", "CreateContainer+StartContainer")],
                     t[("floor", "CreateContainer+StartContainer")], second="floor"))
-    rows += [Row(c, t[("podkit", c)], t[("containerd", c)])
-             for c in (warm_name(c) for c in WARM_CALLS)]
-    rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit="s") for c in SCALE_CALLS]
-    rows += [Row(c, t[("podkit", c)], t[("containerd", c)], unit=u)
-             for c, u in zip(CPU_CALLS, ("ms", "ms", "%"), strict=True)]
-    rows += [Row(k, [mem["podkit"][k]], [mem["containerd"][k]], unit=u)
-             for k, u in (("server RSS", "MB"), ("per-pod helper RSS", "MB"),
-                          ("server open fds", "fds"))]
+    rows += [row(warm_name(c)) for c in WARM_CALLS]
+    rows += [row(c, unit="s") for c in SCALE_CALLS]
+    rows += [row(c, unit=u) for c, u in zip(CPU_CALLS, ("ms", "ms", "%"), strict=True)]
+    few = rss_name(min(FEW_PODS, scale))
+    pk, cd = mem["podkit"], mem["containerd"]
+    rows += [Row(RSS_IDLE, [pk[RSS_IDLE]], [cd[RSS_IDLE]], unit="MB"),
+             Row(few, [pk[few]], [cd[few]], unit="MB", goal=1.0),
+             Row(rss_name(scale), [pk[rss_name(scale)]], [cd[rss_name(scale)]], unit="MB",
+                 goal=1.0),
+             Row(RSS_FLOOR, [pk[few]], [mem["floor"][RSS_IDLE]], unit="MB", second="floor")]
+    rows += [Row(k, [pk[k]], [cd[k]], unit=u)
+             for k, u in (("per-pod helper RSS", "MB"), ("server open fds", "fds"))]
     return rows
 
 
@@ -606,6 +742,7 @@ def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
         push(src, ref)
         podkit, containerd = setup(base, host, layouts)
         instance = containerd.instance
+        node = kubelet.KubeletNode(base / "kubelet", kubelet.host_facts())
         try:
             for server in (podkit, containerd):
                 server.cpu = CpuGroup(f"pk-vs-{server.name}-{os.getpid()}")
@@ -618,11 +755,15 @@ def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
             sides: list[Side] = [podkit, containerd]
             for side in sides:
                 side.connect()
+            idle = {side.name: rss_mb(side.pid) for side in sides}
             floor = pull_floor(host, layouts[BIG], base / "floor")
             prof = Profiler(profile)
             with prof.phase(podkit, "rounds"):
-                per_round(sides, rec, rounds, ref, floor)
-            mem = at_scale(sides, rec, rounds, scale, prof)
+                per_round(sides, rec, rounds, ref, floor, node)
+            mem = at_scale(sides, rec, rounds, scale, prof, node)
+            for name, value in idle.items():
+                mem[name][RSS_IDLE] = value
+            mem["floor"] = {RSS_IDLE: floor_rss(base, podkit.env())}
         except BaseException:
             print(f"containerd log:\n{instance.log_tail()}", file=sys.stderr)
             raise
@@ -634,9 +775,10 @@ def run(base: Path, rounds: int, scale: int, profile: Path | None) -> list[Row]:
             for server in (podkit, containerd):
                 if server.cpu is not None:
                     server.cpu.remove()
+            node.cleanup()
     print(f"helpers with {scale} pods: podkit {mem['podkit']['helpers']:.0f} conmon, "
           f"containerd {mem['containerd']['helpers']:.0f} containerd-shim-runc-v2")
-    return build_rows(rec, mem)
+    return build_rows(rec, mem, scale)
 
 
 def main() -> int:
@@ -660,7 +802,8 @@ def main() -> int:
         ctrd.unmount_under(base)
         shutil.rmtree(base, ignore_errors=True)
     print(render(rows, f"podkit vs containerd {version} (CRI over gRPC, runc; {rounds} rounds, "
-                       f"{scale} pods at scale)"))
+                       f"{scale} pods at scale; pods shaped as kubelet sends them unless "
+                       "marked minimal)"))
     if opts.json:
         Path(opts.json).write_text(json.dumps({"rounds": rounds, "scale_pods": scale,
                                                "containerd": version,

@@ -122,7 +122,7 @@ def test_the_full_help_imports_every_group() -> None:
     assert {f"podkit._cli.{m}" for m in cli._GROUPS} <= mods
 
 
-# -- the malloc arena cap -----------------------------------------------------------------------
+# -- the malloc arena cap and mmap threshold ------------------------------------------------
 
 @pytest.mark.parametrize("bad", [0, -2, True, 2.0, "2"])
 def test_arena_cap_refuses_bad_counts(bad: object) -> None:
@@ -133,12 +133,63 @@ def test_arena_cap_refuses_bad_counts(bad: object) -> None:
 def test_serve_caps_arenas_unless_the_environment_says(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     monkeypatch.setattr(_linux, "set_malloc_arena_max", lambda n: calls.append(n) or True)
+    monkeypatch.setattr(_linux, "set_malloc_mmap_threshold", lambda n: True)
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    cri_cli._cap_malloc_arenas()
+    cri_cli._tune_malloc()
     assert calls == [cri_cli.MALLOC_ARENAS] == [2]
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    cri_cli._cap_malloc_arenas()
+    cri_cli._tune_malloc()
     assert calls == [2]
+
+
+def test_serve_keeps_the_mmap_threshold_unless_the_environment_says(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_linux, "set_malloc_arena_max", lambda n: True)
+    monkeypatch.setattr(_linux, "set_malloc_mmap_threshold", lambda n: calls.append(n) or True)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    cri_cli._tune_malloc()
+    assert calls == [cri_cli.MALLOC_MMAP_THRESHOLD] == [128 * 1024]
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    cri_cli._tune_malloc()
+    assert calls == [128 * 1024]
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, 1.5, "4096"])
+def test_mmap_threshold_refuses_bad_sizes(bad: object) -> None:
+    with pytest.raises(ValueError, match=f"malloc mmap threshold {bad!r}: want a whole number"):
+        _linux.set_malloc_mmap_threshold(bad)  # type: ignore[arg-type]
+
+
+_THRESHOLD = """
+import ctypes, sys
+from podkit import _linux
+if int(sys.argv[1]):
+    assert _linux.set_malloc_mmap_threshold(128 * 1024)
+def mapped():  # anonymous mappings of this process
+    return sum(1 for line in open("/proc/self/maps") if len(line.split()) == 5)
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(1 << 20))  # glibc's default raises its threshold past 1 MiB here
+before = mapped()
+block = libc.malloc(512 * 1024)
+print(mapped() - before)
+libc.free(block)
+_linux.malloc_trim()
+"""
+
+
+def test_the_kept_threshold_maps_big_blocks_of_their_own() -> None:
+    """Without the setting, a 512 KiB block after a 1 MiB one was freed comes from the heap;
+    with it, from a mapping of its own (returned when freed)."""
+    def new_maps(keep: int) -> int:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+        return int(subprocess.run([sys.executable, "-c", _THRESHOLD, str(keep)],
+                                  capture_output=True, text=True, check=True, env=env).stdout)
+
+    assert new_maps(1) == 1
+    assert new_maps(0) == 0
 
 
 _ARENAS = """

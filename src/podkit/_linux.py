@@ -1,7 +1,8 @@
 """The Linux calls the standard library lacks, on one ctypes handle of libc.
 
 ``mount``, ``umount2``, ``unshare``, ``setns``, ``sethostname``, ``prctl`` (child subreaper),
-``statfs`` (file system type), ``sync_file_range`` and glibc's ``mallopt`` (the arena cap).
+``statfs`` (file system type), ``sync_file_range`` and glibc's ``mallopt`` (the arena cap,
+the mmap threshold) and ``malloc_trim``.
 Each raises ``OSError`` with the errno and the path it was about; callers turn that into their
 own error kinds.
 """
@@ -18,7 +19,7 @@ MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
 CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 SYNC_FILE_RANGE_WRITE = 2
-M_ARENA_MAX = -8  # glibc's malloc.h
+M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's malloc.h
 
 
 def _load_libc() -> ctypes.CDLL:
@@ -105,14 +106,40 @@ def start_writeback(fd: int, offset: int, length: int) -> None:
     libc.sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)
 
 
+def _mallopt(param: int, value: int) -> bool:
+    """glibc's ``mallopt``; False when the C library has none or refuses (not glibc)."""
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(param, value))
+
+
 def set_malloc_arena_max(count: int) -> bool:
     """Cap glibc's malloc arenas at ``count`` (``mallopt(M_ARENA_MAX)``): threads that
     allocate share them instead of keeping one each with its freed memory. False when the C
     library has no ``mallopt`` or refuses (not glibc)."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"malloc arena cap {count!r}: want a whole number >= 1")
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is None:
+    return _mallopt(M_ARENA_MAX, count)
+
+
+def set_malloc_mmap_threshold(size: int) -> bool:
+    """Give each malloc block of ``size`` bytes or more its own mapping, returned to the
+    system when freed (``mallopt(M_MMAP_THRESHOLD)``). Setting it also stops glibc from
+    raising the threshold to the size of every such block freed (up to 32 MiB), after which
+    big short-lived buffers (a module's bytecode, a JSON document) come from the heap and
+    leave it fragmented. False when the C library has no ``mallopt`` or refuses."""
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"malloc mmap threshold {size!r}: want a whole number of bytes >= 1")
+    return _mallopt(M_MMAP_THRESHOLD, size)
+
+
+def malloc_trim() -> bool:
+    """Return the free pages of every malloc arena to the system (``malloc_trim(0)``, which
+    also releases free pages inside the heap); whether any went. False without glibc."""
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is None:
         return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    return bool(mallopt(M_ARENA_MAX, count))
+    trim.argtypes = [ctypes.c_size_t]
+    return bool(trim(0))

@@ -1,5 +1,6 @@
 """The fast paths of run_sandbox and remove_sandbox (issue 16): one record write per step
-group, a removal that does not stop a stopped pod again, and the pod's deletes at once.
+group, a removal that does not stop a stopped pod again, and the pod's deletes at once; the
+pod's files deleted after the removal returns (issue 22).
 
 Unit tests drive the manager over ``FakeRuntime``; the integration tests use real runc,
 conmon and CNI plugins and fail on anything left behind.
@@ -16,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 
+from podkit import _trash
 from podkit.errors import PodkitError
 from podkit.pods.config import ContainerConfig, ContainerMetadata
 from podkit.pods.steps import at_once
@@ -117,6 +119,48 @@ def test_run_failure_undoes_only_the_steps_taken(parts: Any, tmp_path: Path,
     assert m.list_sandboxes() == []
     assert not any((tmp_path / "state" / "sandboxes").iterdir())
     assert not any((tmp_path / "root" / "sandboxes").iterdir())
+
+
+def test_remove_moves_the_pod_and_container_dirs_away_and_deletes_them_after(
+    parts: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: the removal renames the dirs into root/.trash at once (no wait for one disk
+    write per file) and the trash thread deletes them; close() waits for it."""
+    m, _, _ = parts
+    sb = m.run_sandbox(host_pod())
+    cid = m.create_container(sb.id, _ctr(tmp_path / "rootfs"))
+    m.start_container(cid)
+    root = tmp_path / "root"
+    pod_dir, ctr_dir = root / "sandboxes" / sb.id, root / "containers" / cid
+    assert pod_dir.is_dir() and ctr_dir.is_dir()
+    held = threading.Event()
+    real_empty = _trash._empty
+    monkeypatch.setattr(_trash, "_empty", lambda trash: (held.wait(30), real_empty(trash))[-1])
+    m.stop_sandbox(sb.id)
+    m.remove_sandbox(sb.id)
+    assert not pod_dir.exists() and not ctr_dir.exists()
+    trash = root / _trash.TRASH
+    assert sorted(p.name.split(".")[0] for p in trash.iterdir()) == sorted([sb.id, cid])
+    held.set()
+    m.close()  # waits for the deletes
+    assert not trash.exists()
+
+
+def test_recover_empties_the_trash_a_killed_process_left(tmp_path: Path) -> None:
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    left = tmp_path / "root" / _trash.TRASH / "0123abcd.deadbeef" / "bundle"
+    left.mkdir(parents=True)
+    (left / "config.json").write_text("{}")
+    rt = FakeRuntime()
+    m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
+                       pause=PauseConfig(rootfs=str(rootfs)), supervisor=FakeSupervisor(rt))
+    try:
+        m.recover()
+        assert _trash.wait(30)
+        assert not (tmp_path / "root" / _trash.TRASH).exists()
+    finally:
+        m.close()
 
 
 def test_remove_writes_the_pod_record_once_and_no_container_record(

@@ -6,7 +6,9 @@ server over the same root adopts every pod and container an earlier one left. Pu
 through ``--registry-config-dir`` (containerd's ``hosts.toml`` layout; point it at
 ``/etc/containerd/certs.d`` to share containerd's) with the request's credentials, else those
 of ``--authfile`` (Docker's ``config.json``; default: the usual places). glibc's malloc arenas
-are capped at 2 (``MALLOC_ARENA_MAX`` in the server's environment wins): docs/performance.md.
+are capped at 2 and its mmap threshold kept at 128 KiB (``MALLOC_ARENA_MAX`` and
+``MALLOC_MMAP_THRESHOLD_`` in the server's environment win), and freed memory goes back to
+the system before serving and then once a second: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from podkit.image.hosts import DEFAULT_DIR as DEFAULT_HOSTS_DIR
 DEFAULT_ROOT = "/var/lib/podkit"
 DEFAULT_SOCKET = "/run/podkit/cri.sock"
 MALLOC_ARENAS = 2  # glibc's arenas for the server's threads (docs/performance.md)
+MALLOC_MMAP_THRESHOLD = 128 << 10  # glibc's first threshold, kept from moving up (same)
 
 _log = logging.getLogger("podkit.cri")
 
@@ -76,7 +79,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager
 
-    _cap_malloc_arenas()
+    _tune_malloc()
     done = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -132,10 +135,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 streaming.stop()
             raise
         where = f", streaming on {streaming.base_url}" if streaming is not None else ""
+        _linux.malloc_trim()  # what the imports and the recovery freed
         print(f"podkit cri: serving on {server.address}{where} ({len(report.sandboxes)} pods, "
               f"{len(report.containers)} containers recovered)", file=sys.stderr, flush=True)
         while not done.wait(1.0):
-            pass
+            _linux.malloc_trim()  # what a burst of calls (a pull: MBs of buffers) freed
         server.stop()
         if streaming is not None:
             streaming.stop()
@@ -145,11 +149,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cap_malloc_arenas() -> None:
+def _tune_malloc() -> None:
     """Before any thread starts: the gRPC threads share a few malloc arenas instead of each
-    keeping its own (13 MB kept after pulls); ``$MALLOC_ARENA_MAX``, when set, wins."""
+    keeping its own (13 MB kept after pulls), and blocks of 128 KiB and more keep their own
+    mappings (glibc would raise that threshold as big buffers are freed, and fill the heap
+    with them: 7 MB more after the start alone). ``$MALLOC_ARENA_MAX`` and
+    ``$MALLOC_MMAP_THRESHOLD_``, when set, win."""
     if "MALLOC_ARENA_MAX" in os.environ:
         _log.debug("malloc arenas: MALLOC_ARENA_MAX=%s from the environment",
                    os.environ["MALLOC_ARENA_MAX"])
     elif _linux.set_malloc_arena_max(MALLOC_ARENAS):
         _log.debug("malloc arenas: at most %d", MALLOC_ARENAS)
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        _log.debug("malloc mmap threshold: MALLOC_MMAP_THRESHOLD_=%s from the environment",
+                   os.environ["MALLOC_MMAP_THRESHOLD_"])
+    elif _linux.set_malloc_mmap_threshold(MALLOC_MMAP_THRESHOLD):
+        _log.debug("malloc mmap threshold: %d bytes", MALLOC_MMAP_THRESHOLD)

@@ -38,7 +38,7 @@ from typing import Any
 
 import attrs
 
-from podkit import _linux
+from podkit import _linux, _trash
 from podkit._files import atomic_write, file_lock, fsync_dir, validate_id
 from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, quote
 from podkit.image.descriptor import Descriptor, layer_compression
@@ -690,10 +690,19 @@ def unmount_rootfs(store: ImageStore, container_id: str) -> None:
         _umount(target)
 
 
-def remove_rootfs(store: ImageStore, container_id: str) -> None:
-    """Unmount and delete a container's rootfs, upper and work dirs (idempotent)."""
+def remove_rootfs(store: ImageStore, container_id: str, *, background: bool = False) -> None:
+    """Unmount and delete a container's rootfs, upper and work dirs (idempotent). With
+    ``background``, the unmounted dir is gone from its place at once and its files are
+    deleted on a background thread (:func:`podkit._trash.remove_later`, from
+    ``<store>/containers/.trash``): a pod's removal does not wait for them."""
     cdir = _container_dir(store, container_id)
     if not cdir.exists():
         return
-    _cleanup(cdir)
+    if not background:
+        _cleanup(cdir)
+        return
+    target = cdir / "rootfs"
+    if os.path.ismount(target):
+        _umount(target)
+    _trash.remove_later(cdir, cdir.parent / _trash.TRASH)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import builtins
 import functools
 import secrets
-import shutil
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import attrs
 
-from podkit import cgroups, image, oci
+from podkit import _trash, cgroups, image, oci
 from podkit._files import validate_id
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, PodkitError
 from podkit.image.unpack import rootfs_path
@@ -282,11 +281,11 @@ class ContainerLifecycle:
                     f"container {c.id}: its rootfs {c.rootfs_key!r} (image {c.image_ref}) is "
                     "in an image store this manager was not given (images=)")
             try:
-                image.remove_rootfs(self.images, c.rootfs_key)
+                image.remove_rootfs(self.images, c.rootfs_key, background=True)
             except OSError as exc:
                 raise PodkitError(f"container {c.id}: remove rootfs {c.rootfs_key}: {exc}") \
                     from exc
-        shutil.rmtree(self._container_dir(c.id), ignore_errors=True)
+        _trash.remove_later(self._container_dir(c.id), self.root_dir / _trash.TRASH)
         self.records.drop("containers", c.id)
         self.registry.drop_container(c.id)
         self.registry.release(c.name, c.id)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from podkit import cgroups, cni, image, netns
+from podkit import _trash, cgroups, cni, image, netns
 from podkit._files import file_lock, make_dirs
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
 from podkit.pods import network, processes, recovery, rules
@@ -212,9 +212,11 @@ class SandboxManager(ContainerLifecycle):
         return ""
 
     def close(self) -> None:
-        """Unmount a shared pause rootfs no pod uses; release the state dir lock. Pods and
-        containers keep running."""
+        """Unmount a shared pause rootfs no pod uses; finish deleting removed pods' files
+        (up to 10 s; what is left goes with the next recovery); release the state dir lock.
+        Pods and containers keep running."""
         self.registry.close()  # the pidfds watching containers (a later look reopens them)
+        _trash.wait(10.0)
         if self._lock_cm is not None:
             try:
                 self._unmount_unused_pause_rootfs()

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from podkit import netns
+from podkit import _trash, netns
 from podkit._files import sweep_atomic_temps
 from podkit.errors import PodkitError
 from podkit.runtime import Runtime
@@ -68,7 +68,9 @@ def sweep_temps(state_dir: Path, root_dir: Path, *, extra: Iterable[Path] = (),
 
 def remove_orphan_dirs(root_dir: Path, sandboxes: set[str], containers: set[str]) -> None:
     """Remove the pod and container directories under ``root_dir`` without a record (their
-    /dev/shm unmounted first)."""
+    /dev/shm unmounted first); empty the trash an earlier process left (in the background)."""
+    if (root_dir / _trash.TRASH).is_dir():
+        _trash.empty_later(root_dir / _trash.TRASH)
     for kind, known in (("sandboxes", sandboxes), ("containers", containers)):
         for d in (root_dir / kind).iterdir():
             if d.name not in known:

@@ -16,14 +16,13 @@ import contextlib
 import functools
 import logging
 import os
-import shutil
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 
-from podkit import cgroups, cni, netns
+from podkit import _trash, cgroups, cni, netns
 from podkit.errors import PodkitError
 from podkit.pods import network, processes, rules
 from podkit.pods.config import NamespaceMode
@@ -179,12 +178,14 @@ class SandboxSteps:
             netns.mount_shm(files.shm, SHM_SIZE)
 
     def undo_files(self, sb: Sandbox) -> None:
-        """Unmount /dev/shm, remove the pod's directory (files and pause bundle)."""
+        """Unmount /dev/shm, remove the pod's directory (files and pause bundle): gone at
+        once, its files deleted on a background thread (``root_dir/.trash``)."""
         d = self.sandbox_dir(sb.id)
         netns.unmount_all(self.files(sb).shm)
-        shutil.rmtree(d, ignore_errors=True)
-        if d.exists():
-            raise PodkitError(f"could not remove {d}")
+        try:
+            _trash.remove_later(d, self.root_dir / _trash.TRASH)
+        except OSError as exc:
+            raise PodkitError(f"could not remove {d}: {exc}") from exc
 
     # -- pause ------------------------------------------------------------------------------
 
