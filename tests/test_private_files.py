@@ -169,6 +169,10 @@ def test_cri_serve_lifecycle_keeps_the_environment_private(
         _assert_private(tmp_path, "while running")
         rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid))
         _assert_private(tmp_path, "after the pod stopped")
-        rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
-    finally:
-        stop_cri_serve(proc, channel)
+    finally:  # pods outlive the server: remove them first, whatever failed
+        try:
+            for p in rt.ListPodSandbox(pb.ListPodSandboxRequest()).items:
+                rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=p.id))
+                rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=p.id))
+        finally:
+            stop_cri_serve(proc, channel)
