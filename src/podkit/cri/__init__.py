@@ -4,8 +4,9 @@
 (wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
 ``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
 statuses. ``podkit.cri.service`` is the reference CRI server (``podkit.cri.server`` keeps its
-old names) and ``podkit.cri.streaming`` the exec/attach/port-forward server, imported on the
-first use of one of its names here (a server with streaming off never loads it). Importing this
+old names; :func:`build_service` makes it from a ``podkit.node`` config) and
+``podkit.cri.streaming`` the exec/attach/port-forward server, imported on the first use of one
+of its names here (a server with streaming off never loads it). Importing this
 package never imports grpc: the service stubs in ``podkit.cri.api_pb2_grpc`` need the ``grpc``
 extra.
 
@@ -42,6 +43,7 @@ from podkit.cri.convert import (
 )
 
 if TYPE_CHECKING:
+    from podkit.cri.service.build import CRI_MANAGER, build_service
     from podkit.cri.streaming import (
         ContainerTarget,
         RuncStreamingRuntime,
@@ -53,9 +55,11 @@ if TYPE_CHECKING:
 # the streaming names, imported on first use: a server with streaming off never loads them
 _LAZY = dict.fromkeys(("ContainerTarget", "RuncStreamingRuntime", "StreamingRuntime",
                        "StreamingServer", "TokenCache"), "streaming")
+_LAZY.update(dict.fromkeys(("CRI_MANAGER", "build_service"), "service.build"))
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "CRI_MANAGER",
     "ContainerTarget",
     "ConversionError",
     "RuncStreamingRuntime",
@@ -63,6 +67,7 @@ __all__ = [
     "StreamingServer",
     "TokenCache",
     "api_pb2",
+    "build_service",
     "container_config_from_cri",
     "container_config_to_cri",
     "container_filter_from_cri",

@@ -125,10 +125,12 @@ class SandboxSteps:
         sb.ips = tuple(dict.fromkeys([*first, *others]))
 
     def undo_network(self, sb: Sandbox) -> None:
-        """CNI DEL (without a netns path once the netns is gone)."""
-        nets = self.networks()
-        if nets is None:
+        """CNI DEL (without a netns path once the netns is gone) on the networks the pod was
+        added to (``network.attached_networks``)."""
+        current = self.networks()
+        if current is None:
             return
+        nets = network.attached_networks(current, sb.id)
         path = sb.netns_path if sb.netns_path and netns.exists(sb.netns_path) else ""
         nets.remove(sb.id, path, args=network.cni_args(sb.config, sb.id),
                     capability_args=network.cni_capability_args(sb.config))

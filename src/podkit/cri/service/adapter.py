@@ -173,7 +173,7 @@ def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.
     Exec runs through the manager's runtime, attach through its supervisor (conmon), and
     port-forward connects inside the pod's network namespace. Stop it with ``.stop()``.
     """
-    from podkit.cri import ContainerTarget, RuncStreamingRuntime, StreamingServer
+    from podkit.cri.streaming import ContainerTarget, RuncStreamingRuntime, StreamingServer
 
     def container(id: str) -> ContainerTarget:
         manager.container_status(id)
@@ -188,8 +188,8 @@ def manager_streaming(manager: SandboxManager, address: tuple[str, int] = ("127.
 
 def serve(
     socket_path: str | os.PathLike[str],
-    manager: PodAPI,
-    store: _image.ImageStore,
+    manager: PodAPI | CRIService,
+    store: _image.ImageStore | None = None,
     *,
     streaming: StreamingURLs | None = None,
     pause_image: str = "",
@@ -202,7 +202,9 @@ def serve(
 ) -> Server:
     """Serve RuntimeService and ImageService on a Unix socket; returns the running server.
 
-    ``manager`` is made for the server (``images=store``, its ``network_loader``; see
+    ``manager`` is a :class:`CRIService` (``podkit.cri.build_service``; the other service
+    arguments are not given then), or a pod API the service is made on, here: it is made for
+    the server (``images=store``, its ``network_loader``; see
     :class:`CRIService`); call ``manager.recover()`` first when the state dir may hold pods of
     an earlier server. ``max_workers`` bounds concurrent RPCs (each open GetContainerEvents
     stream holds one). ``registry_hosts`` and ``auth`` are how PullImage reaches registries
@@ -216,9 +218,14 @@ def serve(
 
     path = Path(socket_path).absolute()
     claim_socket(path)
-    service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
-                         runtime_handler=runtime_handler, network_loader=network_loader,
-                         registry_hosts=registry_hosts, auth=auth)
+    if isinstance(manager, CRIService):
+        service = manager
+    elif store is None:
+        raise InvalidArgumentError("serve: give the image store (or a CRIService)")
+    else:
+        service = CRIService(manager, store, streaming=streaming, pause_image=pause_image,
+                             runtime_handler=runtime_handler, network_loader=network_loader,
+                             registry_hosts=registry_hosts, auth=auth)
     service.recover()
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(
         max_workers=max_workers, thread_name_prefix="podkit-cri"),

@@ -37,9 +37,12 @@ KUBE_API_VERSION = "0.1.0"
 class StatusRPCs(ServiceBase):
     """Version, Status, RuntimeConfig, UpdateRuntimeConfig and the stats RPCs."""
 
+    runtime_name = RUNTIME_NAME
+    """What ``Version`` answers as ``runtime_name`` (``cri.runtime_name`` of a node config)."""
+
     def Version(self, request: pb.VersionRequest) -> pb.VersionResponse:
         """Runtime name and version; the CRI API version."""
-        return pb.VersionResponse(version=KUBE_API_VERSION, runtime_name=RUNTIME_NAME,
+        return pb.VersionResponse(version=KUBE_API_VERSION, runtime_name=self.runtime_name,
                                   runtime_version=podkit.__version__,
                                   runtime_api_version=RUNTIME_API_VERSION)
 

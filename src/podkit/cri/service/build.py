@@ -1,0 +1,68 @@
+"""``build_service``: the CRI service of a node config (what ``podkit cri serve`` runs).
+
+The manager is ``podkit.node.build_manager(config, name="cri", watch_cdi=True)`` (pod files in
+``ROOT/cri``, records and runtime state in ``STATE/cri``; CNI configs of ``network.conf_dir``,
+``/etc/cni/net.d`` for ``cri serve``, loaded again while missing; CDI specs watched), the
+image store the one under ``image_root``, the streaming server on ``cri.streaming_address``,
+pulls through ``[registry]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from podkit import image
+from podkit.cri.service.adapter import manager_streaming
+from podkit.cri.service.core import CRIService
+from podkit.errors import InvalidArgumentError
+from podkit.node import NodeConfig, build_manager
+from podkit.sandbox import SandboxManager
+
+__all__ = ["CRI_MANAGER", "build_service"]
+
+CRI_MANAGER = "cri"
+"""The name of the CRI server's manager: its dirs are ``ROOT/cri`` and ``STATE/cri``."""
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise InvalidArgumentError(f"cri.streaming_address {text!r}: want HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def build_service(config: NodeConfig, manager: SandboxManager | None = None) -> CRIService:
+    """The CRI service of ``config``, over ``manager`` (default: the node's ``cri`` manager,
+    made here). Not started: recover the manager (``service.manager.recover()``) and serve it
+    (``serve(config.cri.socket, service)``). What it was built with is its own: after the
+    server stops, stop ``service.streaming`` (when not ``None``) and close
+    ``service.manager``.
+    """
+    if config.network.name == "host":
+        raise InvalidArgumentError(
+            "network.name 'host': a CRI pod asks for the node's network itself "
+            "(hostNetwork); want builtin, none, a network of network.conf_dir, or ''")
+    made = manager is None
+    mgr = build_manager(config, name=CRI_MANAGER, watch_cdi=True) if manager is None \
+        else manager
+    streaming = None
+    try:
+        if mgr.images is None:
+            raise InvalidArgumentError("the manager has no image store (build it with pause)")
+        hosts = image.RegistryHosts.load(config.registry.hosts_dir)  # a bad file fails here
+        auth = image.AuthFile(config.registry.auth_file or None)
+        if config.cri.streaming_address:
+            streaming = manager_streaming(mgr, _address(config.cri.streaming_address))
+        pause = mgr.pause
+        service = CRIService(mgr, mgr.images, streaming=streaming,
+                             pause_image=pause.image if pause is not None else "",
+                             runtime_handler=Path(config.runtime.name).name,
+                             registry_hosts=hosts, auth=auth)
+    except BaseException:
+        if streaming is not None:
+            streaming.stop()
+        if made:
+            mgr.close()
+        raise
+    service.runtime_name = config.cri.runtime_name
+    return service
