@@ -2,12 +2,13 @@
 
 Layers, bottom to top: base < oci < mechanisms (cdi, cni, host, runtime, image) < pods < node (the
 node config and its builders) < frontends (cri and kube, then cli, which may use both). An import
-may only point down (or stay in its own part); mechanisms are independent of each other (they share only the oci models and base); protobuf
-and grpc stay in the wire frontends (cri, cli); a part never imports another part's ``_private``
-module or name (base is everyone's foundation); and the import graph has no circle. Every import
-counts for the layers; for circles every import counts too: one that runs late (a circle dodged by a
-lazy import is still a circle) and one under ``if TYPE_CHECKING:`` (a circle that only types close
-is still two modules that need each other).
+may only point down (or stay in its own part); mechanisms are independent of each other (they
+share only the oci models and base); protobuf and grpc stay in the wire frontends (cri, cli); a
+part never imports another part's ``_private`` module or name (base is everyone's foundation); and
+the import graph has no circle. Every import counts for the layers; for circles every import
+counts too: one that runs late (a circle dodged by a lazy import is still a circle) and one under
+``if TYPE_CHECKING:`` (a circle that only types close is still two modules that need each
+other).
 
 ``KNOWN`` lists violations the code still has (none since the pods layer became a package: the
 test failed on the earlier code with a pods circle, an oci circle and five private imports). The

@@ -6,7 +6,8 @@ conmon and runtime state in ``STATE/cri``. A new server over the same root and s
 every pod and container an earlier one left. PullImage goes through ``registry.hosts_dir``
 (containerd's ``hosts.toml`` layout; ``/etc/containerd/certs.d`` shares containerd's) with the
 request's credentials, else those of ``registry.auth_file``. The network is every config of
-``network.conf_dir`` (``/etc/cni/net.d`` unless configured). glibc's malloc arenas are capped
+``network.conf_dir`` (``/etc/cni/net.d`` unless configured); network namespaces are pinned in
+``/var/run/netns`` unless configured. glibc's malloc arenas are capped
 at 2 (``MALLOC_ARENA_MAX`` in the server's environment wins): docs/performance.md.
 """
 
@@ -25,8 +26,10 @@ from podkit import _linux
 
 from .dirs import add_node_options, node_config
 
-CNI_CONF_DIR = "/etc/cni/net.d"
-"""The server's network configs unless the node config names a dir (kubelet's CNI default)."""
+SERVE_DEFAULTS = {"network.conf_dir": "/etc/cni/net.d", "netns_dir": "/var/run/netns",
+                  "netns_prefix": "podkit-cri-"}
+"""The server's own defaults, under the node config: kubelet's CNI conf dir, and network
+namespaces where ``ip netns`` and containerd pin them."""
 MALLOC_ARENAS = 2  # glibc's arenas for the server's threads (docs/performance.md)
 SERVE_OPTIONS = ("socket", "image_root", "network", "cni_conf_dir", "cni_bin_dir",
                  "max_networks", "runtime", "cgroup_driver", "cgroup_parent", "pause_image",
@@ -47,9 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
-    from podkit.cri import CRI_MANAGER, build_service
+    from podkit.cri import build_service
     from podkit.cri.server import claim_socket, serve
-    from podkit.node import build_manager
+    from podkit.sandbox import SandboxManager
 
     _cap_malloc_arenas()
     done = threading.Event()
@@ -60,13 +63,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # from the start: a signal during recovery stops the server as soon as it is up
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    config = node_config(args, defaults={"network.conf_dir": CNI_CONF_DIR})
+    config = node_config(args, defaults=SERVE_DEFAULTS)
     claim_socket(config.cri.socket)  # before any work: refuse when another server listens
-    manager = build_manager(config, name=CRI_MANAGER, watch_cdi=True)
-    streaming: Any = None
+    service = build_service(config)  # a bad hosts.toml fails before anything is made
+    manager = service.manager
+    assert isinstance(manager, SandboxManager)  # the one build_service makes
+    streaming: Any = service.streaming
     try:
-        service = build_service(config, manager)
-        streaming = service.streaming
         report = manager.recover()
         for err in report.errors:
             print(f"podkit cri: recovery: {err}", file=sys.stderr)

@@ -125,7 +125,8 @@ def _builtin_pause(config: NodeConfig) -> PauseConfig:
     """
     raise InvalidArgumentError(
         "no pause configured: set pause.image (--pause-image REF, an image in the store) or "
-        "pause.rootfs (--pause-rootfs DIR, a rootfs with sleep) in the node config")
+        "pause.rootfs (--pause-rootfs DIR, a rootfs with sleep) in the node config, or run "
+        "pods without one (pod run --no-pause)")
 
 
 def pause_config(config: NodeConfig) -> PauseConfig:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -149,6 +148,8 @@ def _suggest(key: str) -> str:
 
 def _read_file(path: Path) -> dict[str, Any]:
     """The file's keys as typed values; ``ConfigError`` with file, key and line."""
+    import tomllib  # with the first config file (a server without one starts without it)
+
     try:
         text = path.read_text()
     except FileNotFoundError:

@@ -42,6 +42,8 @@ def build_service(config: NodeConfig, manager: SandboxManager | None = None) -> 
         raise InvalidArgumentError(
             "network.name 'host': a CRI pod asks for the node's network itself "
             "(hostNetwork); want builtin, none, a network of network.conf_dir, or ''")
+    hosts = image.RegistryHosts.load(config.registry.hosts_dir)  # a bad file fails first
+    auth = image.AuthFile(config.registry.auth_file or None)
     made = manager is None
     mgr = build_manager(config, name=CRI_MANAGER, watch_cdi=True) if manager is None \
         else manager
@@ -49,8 +51,6 @@ def build_service(config: NodeConfig, manager: SandboxManager | None = None) -> 
     try:
         if mgr.images is None:
             raise InvalidArgumentError("the manager has no image store (build it with pause)")
-        hosts = image.RegistryHosts.load(config.registry.hosts_dir)  # a bad file fails here
-        auth = image.AuthFile(config.registry.auth_file or None)
         if config.cri.streaming_address:
             streaming = manager_streaming(mgr, _address(config.cri.streaming_address))
         pause = mgr.pause
