@@ -78,15 +78,17 @@ def cni_cannot_run(exc: BaseException) -> bool:
 def attached_networks(current: cni.Networks, container_id: str) -> cni.Networks:
     """The networks ``container_id`` was added to, with the configs of its ADD as the CNI
     result cache keeps them (a pod made under another network setting is torn down from the
-    networks it joined), and those of ``current`` it has no entry for (an ADD cut short)."""
-    cached = current.client.cached_attachments(container_id)
-    if not cached:
+    networks it joined), and those of ``current`` on an interface no entry names (an ADD cut
+    short before its result was cached)."""
+    atts = {a.ifname: cni.Attachment(cni.NetworkConfigList.from_bytes(a.config, a.path),
+                                     a.ifname)
+            for a in current.client.cached_attachments(container_id) if a.config}
+    if not atts:
         return current
-    atts = {a.network: cni.Attachment(cni.NetworkConfigList.from_bytes(a.config, a.path),
-                                      a.ifname)
-            for a in cached if a.config}
     for att in current.attachments:
-        atts.setdefault(att.config.name, att)
+        if att.ifname not in atts and att.config.name not in {
+                a.config.name for a in atts.values()}:
+            atts[att.ifname] = att
     order = sorted(atts.values(), key=lambda a: (a.ifname != "lo", len(a.ifname), a.ifname))
     return cni.Networks.from_attachments(current.client, order)
 
