@@ -117,11 +117,12 @@ class _CDIOnFirstUse:
         return self._cache.inject_devices(spec, list(names))
 
 
-def _builtin_pause(config: NodeConfig) -> PauseConfig:
+def _builtin_pause(config: NodeConfig, images: image.ImageStore | None) -> PauseConfig:
     """The built-in pause, used when ``pause.image`` and ``pause.rootfs`` are both unset.
 
-    The seam for podkit's own pause image (issue 23: made once from catatonit); until it is
-    there, a node without a configured pause cannot run pods with a pause container.
+    The seam for podkit's own pause image (issue 23: made once from catatonit into
+    ``images``, then ``PauseConfig(image=...)``); until it is there, a node without a
+    configured pause cannot run pods with a pause container.
     """
     raise InvalidArgumentError(
         "no pause configured: set pause.image (--pause-image REF, an image in the store) or "
@@ -129,14 +130,14 @@ def _builtin_pause(config: NodeConfig) -> PauseConfig:
         "pods without one (pod run --no-pause)")
 
 
-def pause_config(config: NodeConfig) -> PauseConfig:
+def pause_config(config: NodeConfig, images: image.ImageStore | None = None) -> PauseConfig:
     """The pause of ``[pause]``: a rootfs directory, an image (resolved by the manager in its
-    store), else the built-in one."""
+    store), else the built-in one (made in ``images``)."""
     if config.pause.rootfs:
         return PauseConfig(rootfs=config.pause.rootfs)
     if config.pause.image:
         return PauseConfig(image=config.pause.image)
-    return _builtin_pause(config)
+    return _builtin_pause(config, images)
 
 
 def build_registry(config: NodeConfig) -> image.Registry:
@@ -162,15 +163,20 @@ def build_manager(config: NodeConfig, *, name: str = "pods", pause: bool = True,
     supervisor: Supervisor | None = None
     if config.runtime.supervisor == "in-process":
         supervisor = InProcessSupervisor(runtime)
-    networks, loader = build_networks(config, state, required=pause)
+    networks, loader = build_networks(config, state, required=pause)  # a bad network first
     store_root = Path(config.images_dir).absolute()
     images = image.ImageStore(store_root) if pause or (store_root / "image").is_dir() else None
+    pause_of = pause_config(config, images) if pause else None
     devices = (cdi.Cache(config.cdi.spec_dirs, auto_refresh=True) if watch_cdi
                else _CDIOnFirstUse(config.cdi.spec_dirs))
-    return SandboxManager(
-        root, state, runtime, networks, cdi=devices,
-        pause=pause_config(config) if pause else None, supervisor=supervisor,
-        netns_dir=str(Path(config.netns_dir).absolute()) if config.netns_dir
-        else str(state / "netns"),
-        netns_prefix=config.netns_prefix, images=images, network_loader=loader,
-        cgroup_driver=driver.value, cgroup_parent=config.cgroup_parent(str(state), driver))
+    try:
+        return SandboxManager(
+            root, state, runtime, networks, cdi=devices, pause=pause_of, supervisor=supervisor,
+            netns_dir=str(Path(config.netns_dir).absolute()) if config.netns_dir
+            else str(state / "netns"),
+            netns_prefix=config.netns_prefix, images=images, network_loader=loader,
+            cgroup_driver=driver.value, cgroup_parent=config.cgroup_parent(str(state), driver))
+    except BaseException:
+        if isinstance(devices, cdi.Cache):
+            devices.close()  # its watcher thread
+        raise
