@@ -151,11 +151,11 @@ class PodkitSide(Side):
     @property
     def runc_root(self) -> Path:
         """Where ``podkit cri serve --root`` keeps runc's state (``podkit._cli.cri``)."""
-        return self.root / "cri" / "state" / "runc"
+        return self.root / "state" / "cri" / "runc"
 
     def container_spec(self, container_id: str) -> dict[str, Any]:
         """The container's ``config.json`` as podkit wrote it."""
-        path = self.root / "cri" / "root" / "containers" / container_id / "bundle"
+        path = self.root / "cri" / "containers" / container_id / "bundle"
         return dict(json.loads((path / "config.json").read_text()))
 
     @property
@@ -204,7 +204,7 @@ class PodkitSide(Side):
         """End what a failed run left: conmons (by PID), runc containers, mounts, the bridge."""
         self.stop()
         ctrd.kill_all(self.helper_pids())
-        runc_root = self.root / "cri" / "state" / "runc"
+        runc_root = self.root / "state" / "cri" / "runc"
         for ctr in runc_root.iterdir() if runc_root.is_dir() else ():
             subprocess.run(["runc", "--root", str(runc_root), "delete", "--force", ctr.name],
                            capture_output=True, check=False)

@@ -314,7 +314,7 @@ def soak(*, pods: int = 20, hold: float = 120.0, cycles: int = 500, interval: fl
 def server_census(root: Path, work: Path, cgroup_parent: str, runtime: str,
                   links_before: frozenset[str]) -> list[str]:
     """What the stopped server left of its pods (not its image store and records)."""
-    state = root / "cri" / "state"
+    state = root / "state" / "cri"
     items = sorted(_census._leaks.runtime_containers([str(state / runtime)]))
     items += sorted(n for n in _census._leaks.pinned_netns([_census.NETNS_DIR])
                     if os.path.basename(n.split(" ", 1)[1]).startswith(NETNS_PREFIX))
@@ -333,7 +333,7 @@ def server_census(root: Path, work: Path, cgroup_parent: str, runtime: str,
 def force_clean(root: Path, work: Path, cgroup_parent: str, runtime: str,
                 links_before: frozenset[str]) -> None:
     """Remove whatever the soak left (by PID, path and name), then the work dir."""
-    state_rt = root / "cri" / "state" / runtime
+    state_rt = root / "state" / "cri" / runtime
     if state_rt.is_dir():
         for entry in state_rt.iterdir():
             subprocess.run([runtime, "--root", str(state_rt), "delete", "-f", entry.name],

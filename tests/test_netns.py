@@ -183,6 +183,21 @@ def test_directory_becomes_a_shared_mount_point(ns_dir: Path) -> None:
 
 
 @pytest.mark.integration
+def test_release_dir_undoes_the_directory_once_it_pins_nothing(ns_dir: Path) -> None:
+    ns = netns.create(unique(), dir=ns_dir)
+    assert netns.release_dir(ns_dir) is False  # a pin: nothing is touched
+    assert len(mount_entries(ns_dir)) == 1 and ns.exists()
+    ns.remove()
+    assert netns.release_dir(ns_dir) is True
+    assert not ns_dir.exists() and mount_entries(ns_dir) == []
+    assert netns.release_dir(ns_dir) is True  # gone already
+    ns_dir.mkdir()  # never made a mount point: removed all the same
+    assert netns.release_dir(ns_dir) is True and not ns_dir.exists()
+    netns.create(unique(), dir=ns_dir).remove()  # made again on the next create
+    assert len(mount_entries(ns_dir)) == 1
+
+
+@pytest.mark.integration
 def test_loopback_up_seen_by_pyroute2_and_iproute2(ns_dir: Path) -> None:
     nsenter = require_binary("nsenter")
     ns = netns.create(unique(), dir=ns_dir, loopback_up=True)

@@ -145,7 +145,7 @@ def test_cri_serve_lifecycle_keeps_the_environment_private(
     import_images(root, image_layouts)
     conf = write_cni_conf(tmp_path / "net")
     _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
-    _leaks.register_runtime_root(root / "cri" / "state" / "runc")
+    _leaks.register_runtime_root(root / "state" / "cri" / "runc")
     proc, channel = start_cri_serve(
         tmp_path / "cri.sock", "--root", str(root), "--cni-conf-dir", str(conf),
         "--pause-image", PAUSE)

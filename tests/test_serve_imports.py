@@ -21,13 +21,16 @@ LATER = ("yaml", "http.client", "urllib.request", "email.parser", "tomllib",
 _SERVE_IMPORTS = """
 import json, sys
 from podkit import cli
-from podkit._cli import cri
+from podkit._cli import cri, dirs
 from podkit import cdi, cgroups, cni
+from podkit.cri import build_service
 from podkit.cri.server import claim_socket, manager_streaming, pause_config, serve
 from podkit.image import AuthFile, ImageStore, RegistryHosts
+from podkit.node import build_manager, load_config
 from podkit.runtime import Runc
 from podkit.sandbox import SandboxManager
 import podkit.cri.service.adapter
+load_config(env={})
 print(json.dumps(sorted(sys.modules)))
 """
 

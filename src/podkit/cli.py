@@ -12,20 +12,20 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from podkit._cli.dirs import ROOT_ENV, add_dir_options
+from podkit._cli.dirs import add_dir_options
 from podkit._cli.exits import ExitCode, exit_code_for
 from podkit._cli.messages import error_line, log_to, needs_root_line
 
 __all__ = ["build_parser", "main", "split_dashdash"]
 
 # Modules under podkit._cli that define ``register(subparsers)``; each adds its own group.
-_GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri", "kube")
+_GROUPS: tuple[str, ...] = ("image", "cdi", "runtime", "cni", "pod", "cri", "kube", "config")
 # The command words each module registers: ``podkit WORD ...`` imports that module alone
 # (``podkit cri serve`` needs none of the others' imports). tests/test_cli_startup.py checks it.
 _WORDS: dict[str, str] = {"image": "image", "cdi": "cdi", "run": "runtime", "ps": "runtime",
                           "rm": "runtime", "cni": "cni", "pod": "pod", "cri": "cri",
-                          "kube": "kube"}
-_VALUED = ("--root", "--state")  # global options whose value is the next word
+                          "kube": "kube", "config": "config"}
+_VALUED = ("--config", "--root", "--state")  # global options whose value is the next word
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,7 +67,8 @@ def _leaves(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser
 
 
 def _add_global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
-    """``--debug``, ``--root`` and ``--state``, given before or after the command words."""
+    """``--debug``, ``--config``, ``--root`` and ``--state``, given before or after the command
+    words."""
     have = p._option_string_actions
     if "--debug" not in have:
         p.add_argument("--debug", action="store_true",
@@ -75,17 +76,6 @@ def _add_global_options(p: argparse.ArgumentParser, *, top: bool) -> None:
                        help="full error messages, command lines and stacks; debug logs")
     if "--root" not in have and "--state" not in have:
         add_dir_options(p)
-    elif not top and have["--root"].default not in (None, argparse.SUPPRESS):
-        # a command with its own --root (cri serve): its default must not hide the global one
-        p.set_defaults(own_root_default=have["--root"].default)
-        have["--root"].default = argparse.SUPPRESS
-
-
-def _fill_own_root(args: argparse.Namespace) -> None:
-    """A command with its own ``--root`` gets the global one, else ``$PODKIT_ROOT``, else its
-    own default."""
-    if hasattr(args, "own_root_default") and not hasattr(args, "root"):
-        args.root = os.environ.get(ROOT_ENV) or args.own_root_default
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,7 +98,8 @@ def _command_word(argv: Sequence[str]) -> str | None:
 
 
 def _takes_value(option: str) -> bool:
-    """``--root``/``--state`` or a prefix argparse expands to one (``--ro``); not ``--root=X``."""
+    """``--config``/``--root``/``--state`` or a prefix argparse expands to one (``--ro``); not
+    ``--root=X``."""
     return option.startswith("--") and len(option) > 2 and "=" not in option and any(
         v.startswith(option) for v in _VALUED)
 
@@ -169,7 +160,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # argparse: --help (0) or a usage error (2)
         return int(e.code or 0) if isinstance(e.code, int) else ExitCode.USAGE
     args.command_after_dashdash = after
-    _fill_own_root(args)
     debug = bool(getattr(args, "debug", False))
     with log_to(sys.stderr, debug=debug):
         try:

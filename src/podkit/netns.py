@@ -48,6 +48,7 @@ __all__ = [
     "mount_shm",
     "open_netns",
     "pin_namespaces",
+    "release_dir",
     "remove",
     "run_in",
     "unmount_all",
@@ -393,6 +394,39 @@ def remove(path: StrPath) -> None:
         return
     except OSError as e:
         raise NetNSError(f"cannot remove network namespace file {p}: {e.strerror}", p) from e
+
+
+def release_dir(dir: StrPath) -> bool:
+    """Undo what :func:`create` did to ``dir`` once it pins nothing: unmount its shared bind
+    mount and remove it; whether it is gone (``False``: something is still in it).
+
+    For a directory of one owner (a manager's own, inside its state dir): a :func:`create`
+    racing with this in another process could find its directory gone.
+    """
+    d = os.path.abspath(os.fspath(dir))
+    try:
+        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    except OSError as e:
+        raise NetNSError(f"cannot open netns directory {d}: {e.strerror}", d) from e
+    try:
+        with _dir_lock:
+            fcntl.flock(dfd, fcntl.LOCK_EX)
+            if os.listdir(d):
+                return False
+            try:
+                _umount(d)
+            except OSError as e:
+                if e.errno != errno.EINVAL:  # EINVAL: not a mount point
+                    raise NetNSError(f"cannot unmount netns directory {d}: {e}", d) from e
+            try:
+                os.rmdir(d)
+            except OSError as e:
+                raise NetNSError(f"cannot remove netns directory {d}: {e.strerror}", d) from e
+    finally:
+        os.close(dfd)
+    return True
 
 
 # --- running code inside --------------------------------------------------------------------

@@ -58,7 +58,7 @@ def test_global_options_before_or_after(argv: list[str]) -> None:
     assert (args.root, args.state, args.debug) == ("/r", "/s", True)
     assert podctx.pod_root(args) == Path("/r/pods")
     assert podctx.pod_state(args) == Path("/s/pods")
-    assert podctx.image_root(args) == Path("/r")
+    assert dirs.node_config(args).images_dir == "/r"
 
 
 def test_the_same_dirs_for_every_group() -> None:
@@ -84,7 +84,7 @@ def test_dirs_from_env_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     # the command line wins over the environment
     args = parse("pod", "ls", "--root", "/r", "--state", "/s", "--image-root", "/i")
     assert (dirs.podkit_root(args), dirs.podkit_state(args)) == (Path("/r"), Path("/s"))
-    assert podctx.image_root(args) == Path("/i")
+    assert dirs.node_config(args).images_dir == "/i"
 
 
 def test_relative_dirs_are_made_absolute(monkeypatch: pytest.MonkeyPatch,
@@ -105,21 +105,13 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--root DIR" in capsys.readouterr().out
 
 
-def test_a_command_with_its_own_root_gets_the_global_one(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import podkit.cli
-
+def test_cri_serve_takes_the_global_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PODKIT_ROOT", raising=False)
-
-    def parsed(*argv: str) -> argparse.Namespace:
-        args = parse(*argv)
-        podkit.cli._fill_own_root(args)
-        return args
-
+    monkeypatch.delenv("PODKIT_CONFIG", raising=False)
     serve = ("cri", "serve", "--pause-image", "p")
-    assert parsed(*serve).root == "/var/lib/podkit"
-    assert parsed("--root", "/g", *serve).root == "/g"
-    assert parsed(*serve, "--root", "/own").root == "/own"
+    assert dirs.podkit_root(parse(*serve)) == Path("/var/lib/podkit")
+    assert dirs.podkit_root(parse("--root", "/g", *serve)) == Path("/g")
+    assert dirs.podkit_root(parse(*serve, "--root", "/own")) == Path("/own")
     monkeypatch.setenv("PODKIT_ROOT", "/env")
-    assert parsed(*serve).root == "/env"
-    assert parsed(*serve, "--root", "/own").root == "/own"
+    assert dirs.podkit_root(parse(*serve)) == Path("/env")
+    assert dirs.podkit_root(parse(*serve, "--root", "/own")) == Path("/own")

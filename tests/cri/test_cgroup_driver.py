@@ -96,7 +96,7 @@ class _Served:
         import_images(root, layouts)
         conf = write_cni_conf(base / "net")
         _leaks.register_ipam_dir(base / "net" / "ipam")
-        _leaks.register_runtime_root(root / "cri" / "state" / binary)
+        _leaks.register_runtime_root(root / "state" / "cri" / binary)
         args = ["--root", str(root), "--cni-conf-dir", str(conf), "--streaming-address", "",
                 "--pause-image", PAUSE, "--runtime", binary]
         self.proc, self.channel = start_cri_serve(

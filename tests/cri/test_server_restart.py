@@ -118,7 +118,7 @@ def test_restart_of_the_cli_server(bridge: None, image_layouts: dict[str, Path],
     root = base / "root"
     import_images(root, image_layouts)
     conf = write_cni_conf(base / "net")
-    _leaks.register_runtime_root(root / "cri" / "state" / "runc")
+    _leaks.register_runtime_root(root / "state" / "cri" / "runc")
     _leaks.register_ipam_dir(base / "net" / "ipam")
     sock = base / "cri.sock"
     argv = [sys.executable, "-m", "podkit.cli", "cri", "serve", "--socket", str(sock),
@@ -166,18 +166,16 @@ def test_restart_of_the_cli_server(bridge: None, image_layouts: dict[str, Path],
 
 
 def _cleanup(root: Path, conf: Path) -> None:
-    """Remove whatever a failed test left under ``root``."""
-    from podkit import cni, image
-    from podkit.runtime import Runc
-    from podkit.sandbox import PauseConfig, SandboxManager
+    """Remove whatever a failed test left under ``root`` (the server's own manager)."""
+    from podkit import image
+    from podkit.cri import CRI_MANAGER
+    from podkit.node import NetworkSettings, NodeConfig, PauseSettings, build_manager
 
-    state = root / "cri" / "state"
-    nets = cni.Networks.from_dir(cni.CNI(["/usr/lib/cni"], str(state / "cni-cache")), conf,
-                                 max_networks=1, loopback=True)
+    config = NodeConfig(root=str(root), netns_prefix="podkit-cri-",
+                        network=NetworkSettings(conf_dir=str(conf), bin_dirs=("/usr/lib/cni",)),
+                        pause=PauseSettings(rootfs="/"))
     store = image.ImageStore(root)
-    with SandboxManager(root / "cri" / "root", state, Runc(root=state / "runc"), nets,
-                        pause=PauseConfig(rootfs="/"), netns_prefix="podkit-cri-",
-                        images=store) as mgr:
+    with build_manager(config, name=CRI_MANAGER) as mgr:
         mgr.recover()
         mgr.remove_all()
     for r in image.list_rootfs(store):

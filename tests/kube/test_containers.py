@@ -148,3 +148,20 @@ def test_grace_period_and_restart_policy() -> None:
     assert p.containers[0].config.annotations["io.kubernetes.pod.terminationGracePeriod"] == "5"
     p = plan_of(pod())
     assert (p.termination_grace_period_seconds, p.restart_policy) == (30, "Always")
+
+
+def test_cdi_annotations_of_the_pod_go_to_every_container() -> None:
+    p = plan_of(pod({"initContainers": [ctr(name="i")], "containers": [ctr()]},
+                    annotations={"cdi.k8s.io/gpu": "vendor.com/gpu=0,vendor.com/gpu=1",
+                                 "team": "x"}))
+    for c in (*p.init_containers, *p.containers):
+        assert c.config.annotations["cdi.k8s.io/gpu"] == "vendor.com/gpu=0,vendor.com/gpu=1"
+        assert "team" not in c.config.annotations
+    assert p.sandbox.annotations["team"] == "x"
+
+
+def test_a_cdi_annotation_naming_no_device_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError,
+                       match=r"metadata.annotations.cdi.k8s.io/gpu.*invalid CDI device name "
+                             r'"vendor.com/gpu"'):
+        plan_of(pod(annotations={"cdi.k8s.io/gpu": "vendor.com/gpu"}))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from podkit._cli.dirs import node_config
 from podkit._cli.kube import RESOLV_CONF, host_dns, plans, sigterm_interrupts
 from podkit.errors import InvalidArgumentError
 from podkit.sandbox import DNSConfig
@@ -60,7 +61,8 @@ def test_the_default_resolv_conf_is_the_hosts() -> None:
 def test_default_and_cluster_first_merge_the_hosts_dns(tmp_path: Path, policy: str) -> None:
     f = tmp_path / "resolv.conf"
     f.write_text("nameserver 192.0.2.1\nsearch host.test\noptions ndots:1 edns0\n")
-    (plan,) = plans(_args(tmp_path, policy, str(f)))
+    args = _args(tmp_path, policy, str(f))
+    (plan,) = plans(args, node_config(args))
     dns = plan.sandbox.dns_config
     assert dns is not None
     assert list(dns.servers) == ["192.0.2.1", "192.0.2.53"]
@@ -71,7 +73,8 @@ def test_default_and_cluster_first_merge_the_hosts_dns(tmp_path: Path, policy: s
 def test_policy_none_ignores_the_host(tmp_path: Path) -> None:
     f = tmp_path / "resolv.conf"
     f.write_text("nameserver 192.0.2.1\n")
-    (plan,) = plans(_args(tmp_path, "None", str(f)))
+    args = _args(tmp_path, "None", str(f))
+    (plan,) = plans(args, node_config(args))
     assert plan.sandbox.dns_config is not None
     assert list(plan.sandbox.dns_config.servers) == ["192.0.2.53"]
 

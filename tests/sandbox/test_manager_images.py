@@ -509,7 +509,7 @@ def test_cri_serve_leaves_nothing_mounted(bridge: None, layouts: dict[str, Path]
     root = tmp_path / "root"
     import_image(ImageStore(root), layouts[PAUSE], PAUSE)
     default_network_config(tmp_path / "net", name="pk-pod-net", bridge=BRIDGE)
-    _leaks.register_runtime_root(root / "cri" / "state" / "runc")
+    _leaks.register_runtime_root(root / "state" / "cri" / "runc")
     _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
     sock = tmp_path / "cri.sock"
     servers: list[_Serve] = []

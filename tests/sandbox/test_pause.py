@@ -258,7 +258,7 @@ def test_cri_serve_refuses_a_pod_whose_pause_exits(store: ImageStore, busybox_ro
     own = ImageStore(root)
     build_from_rootfs(own, busybox_rootfs, LOUD, config=store.config(LOUD))
     default_network_config(tmp_path / "net", name="pk-pod-net", bridge=BRIDGE)
-    _leaks.register_runtime_root(root / "cri" / "state" / "runc")
+    _leaks.register_runtime_root(root / "state" / "cri" / "runc")
     _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
     proc, channel = start_cri_serve(
         tmp_path / "cri.sock", "--root", str(root), "--cni-conf-dir", str(tmp_path / "net" /
@@ -277,9 +277,9 @@ def test_cri_serve_refuses_a_pod_whose_pause_exits(store: ImageStore, busybox_ro
         assert list(rt.ListPodSandbox(pb.ListPodSandboxRequest()).items) == []
     finally:
         stop_cri_serve(proc, channel)
-    state = root / "cri" / "state"
-    assert list((state / "sandboxes").glob("*.json")) == []
-    assert list((root / "cri" / "root" / "sandboxes").iterdir()) == []
+    state = root / "state" / "cri"  # cri serve's layout: ROOT/cri, STATE/cri (ROOT/state)
+    assert (state / "sandboxes").is_dir() and list((state / "sandboxes").glob("*.json")) == []
+    assert list((root / "cri" / "sandboxes").iterdir()) == []
     assert [f for f in (tmp_path / "net" / "ipam").rglob("*") if f.is_file()
             and f.name != "lock" and not f.name.startswith("last_reserved_ip")] == []
     for r in list_rootfs(own):
@@ -289,8 +289,8 @@ def test_cri_serve_refuses_a_pod_whose_pause_exits(store: ImageStore, busybox_ro
 
 @pytest.mark.integration
 def test_cri_serve_runs_the_builtin_pause_image(store: ImageStore, tmp_path: Path) -> None:
-    """``podkit cri serve --pause-image`` of the built-in pause image (made by
-    ``builtin_pause`` in the server's store): RunPodSandbox runs catatonit, READY."""
+    """``podkit cri serve`` with no pause configured makes the built-in pause image in its
+    store and runs it: RunPodSandbox runs catatonit, READY."""
     import json
 
     from podkit.cri import api_pb2 as pb
@@ -299,15 +299,14 @@ def test_cri_serve_runs_the_builtin_pause_image(store: ImageStore, tmp_path: Pat
     before = snapshot()
     root = tmp_path / "root"
     own = ImageStore(root)
-    pause = builtin_pause(own)
     default_network_config(tmp_path / "net", name="pk-pod-net", bridge=BRIDGE)
-    runc_root = root / "cri" / "state" / "runc"
+    runc_root = root / "state" / "cri" / "runc"
     _leaks.register_runtime_root(runc_root)
     _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
     proc, channel = start_cri_serve(
         tmp_path / "cri.sock", "--root", str(root), "--cni-conf-dir",
         str(tmp_path / "net" / "net.d"), "--cni-bin-dir", "/usr/lib/cni",
-        "--pause-image", pause.image, "--streaming-address", "")
+        "--streaming-address", "")
     try:
         rt = api_pb2_grpc.RuntimeServiceStub(channel)
         cfg = pb.PodSandboxConfig(metadata=pb.PodSandboxMetadata(
@@ -324,7 +323,8 @@ def test_cri_serve_runs_the_builtin_pause_image(store: ImageStore, tmp_path: Pat
         rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=id))
     finally:
         stop_cri_serve(proc, channel)
-    assert list((root / "cri" / "state" / "sandboxes").glob("*.json")) == []
+    assert own.get(BUILTIN_PAUSE_IMAGE).name == BUILTIN_PAUSE_IMAGE
+    assert list((root / "state" / "cri" / "sandboxes").glob("*.json")) == []
     for r in list_rootfs(own):
         remove_rootfs(own, r.container_id)
     assert leaked(before) == []

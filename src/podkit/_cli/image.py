@@ -10,6 +10,7 @@ import shlex
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from podkit.errors import InvalidArgumentError
@@ -31,7 +32,7 @@ from podkit.image import (
 from podkit.image.auth import AuthSource
 from podkit.image.hosts import DEFAULT_DIR
 
-from .dirs import DEFAULT_ROOT, add_dir_options, podkit_root
+from .dirs import DEFAULT_ROOT, add_dir_options, node_config
 from .output import Column, add_output_options, cell, emit
 
 __all__ = ["DEFAULT_ROOT", "ProgressBar", "register"]
@@ -78,8 +79,13 @@ class ProgressBar:
                 self._draw(final=True)
 
 
+def _images_root(args: argparse.Namespace) -> Path:
+    """The image store's root: the node config's ``image_root``, else the root."""
+    return Path(node_config(args).images_dir).absolute()
+
+
 def _store(args: argparse.Namespace) -> ImageStore:
-    return ImageStore(podkit_root(args))
+    return ImageStore(_images_root(args))
 
 
 def _creds(value: str) -> Credentials:
@@ -230,7 +236,7 @@ _COLUMNS = (Column("name", "REFERENCE"), Column("digest", "DIGEST", lambda v: st
 
 def _existing_store(args: argparse.Namespace) -> ImageStore | None:
     """The store under the root if there is one: a listing makes no directories."""
-    return _store(args) if (podkit_root(args) / "image").is_dir() else None
+    return _store(args) if (_images_root(args) / "image").is_dir() else None
 
 
 def _ls(args: argparse.Namespace) -> int:
@@ -244,7 +250,7 @@ def _inspect(args: argparse.Namespace) -> int:
     store = _existing_store(args)
     if store is None:
         raise ImageNotFoundError(
-            f"image {args.references[0]!r}: not found (no image store in {podkit_root(args)})")
+            f"image {args.references[0]!r}: not found (no image store in {_images_root(args)})")
     out: list[dict[str, Any]] = []
     for ref in args.references:
         image = store.get(ref)

@@ -18,19 +18,20 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import attrs
+
 from podkit.errors import InvalidArgumentError
-from podkit.image import AuthFile, Registry, RegistryHosts
-from podkit.image.hosts import DEFAULT_DIR as DEFAULT_HOSTS_DIR
 from podkit.kube import PodPlan, parse_resolv_conf
 from podkit.kube.manifests import load_manifests
 from podkit.kube.planner import plan_pods
 from podkit.kube.runner import PlayError, PlayResult, down, play
+from podkit.node import NodeConfig, build_registry
 from podkit.sandbox import DNSConfig
 
-from .dirs import podkit_root
+from .dirs import add_node_options, node_config
 from .output import Column, add_output_options, render, short_id
 from .pod_time import parse_duration
-from .podctx import add_common, manager
+from .podctx import add_common, add_run_options, devices, manager, pod_network, with_devices
 
 __all__ = ["RESOLV_CONF", "host_dns", "plans", "print_result", "register",
            "sigterm_interrupts"]
@@ -64,14 +65,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         help="Kubernetes fields podkit does not map are errors, not warnings")
     fields.add_argument("--lenient", action="store_true",
                         help="unknown and duplicate manifest fields are warnings, not errors")
-    p.add_argument("--pause-image", default="", metavar="REF",
-                   help="pause image in the image store (or --pause-rootfs DIR; default: the "
-                   "built-in pause)")
-    p.add_argument("--registry-config-dir", default=str(DEFAULT_HOSTS_DIR), metavar="DIR",
-                   help=f"hosts.toml per registry for pulls (default {DEFAULT_HOSTS_DIR})")
-    p.add_argument("--authfile", default=None, metavar="FILE",
-                   help="Docker config.json with registry credentials (default: the usual "
-                   "places, as for podkit image pull)")
+    add_node_options(p, "registry_config_dir", "authfile")
+    add_run_options(p)
     add_output_options(p, quiet=False)
     add_common(p)
     p.set_defaults(func=cmd_play)
@@ -88,8 +83,7 @@ def _inputs(p: argparse.ArgumentParser) -> None:
                    help="ConfigMap manifest(s) for volumes and env (repeatable)")
     p.add_argument("--secret", action="append", default=[], metavar="FILE",
                    help="Secret manifest(s) for volumes and env (repeatable)")
-    p.add_argument("--log-root", default="/var/log/pods", metavar="DIR",
-                   help="pod log directories go under it (default /var/log/pods)")
+    add_node_options(p, "log_root")
     p.add_argument("--resolv-conf", default=RESOLV_CONF, metavar="FILE",
                    help="the host DNS for dnsPolicy Default (and ClusterFirst, which falls "
                    f"back to it); '' for none (default {RESOLV_CONF})")
@@ -110,17 +104,27 @@ def host_dns(path: str) -> DNSConfig | None:
         raise InvalidArgumentError(f"--resolv-conf {path}: cannot read it: {exc}") from None
 
 
-def plans(args: argparse.Namespace, *, strict: bool = False, lenient: bool = False,
-          ) -> list[PodPlan]:
-    """The pod plans of the files on the command line (volumes under ROOT/kube); unknown
-    fields are refused (``lenient``: a warning each)."""
+def plans(args: argparse.Namespace, config: NodeConfig, *, strict: bool = False,
+          lenient: bool = False) -> list[PodPlan]:
+    """The pod plans of the files on the command line (volumes under ROOT/kube, logs under
+    the config's log dir); unknown fields are refused (``lenient``: a warning each)."""
     manifests = load_manifests(args.files, configmap_files=args.configmap,
                                secret_files=args.secret, lenient=lenient)
     for line in manifests.warnings:
         print(f"podkit: warning: {line}", file=sys.stderr)
-    return plan_pods(manifests, volumes_root=str(podkit_root(args) / "kube"),
-                     log_root=args.log_root, strict=strict,
+    return plan_pods(manifests, volumes_root=str(Path(config.root_dir).absolute() / "kube"),
+                     log_root=str(Path(config.log_dir).absolute()), strict=strict,
                      host_dns=host_dns(args.resolv_conf))
+
+
+def _for_node(plan: PodPlan, config: NodeConfig, names: tuple[str, ...]) -> PodPlan:
+    """``plan`` in the node's network (``--network host``) with the ``--device`` devices."""
+    def ctrs(plans: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(attrs.evolve(c, config=with_devices(c.config, names)) for c in plans)
+
+    return attrs.evolve(plan, sandbox=pod_network(config, plan.sandbox),
+                        init_containers=ctrs(plan.init_containers),
+                        containers=ctrs(plan.containers))
 
 
 def _rows(result: PlayResult) -> list[dict[str, Any]]:
@@ -168,15 +172,16 @@ def sigterm_interrupts() -> Iterator[None]:
 def cmd_play(args: argparse.Namespace) -> int:
     """Map, then run; warnings on stderr; on a failure the pods left are printed first."""
     timeout = parse_duration(args.timeout, "--timeout")
-    todo = plans(args, strict=args.strict, lenient=args.lenient)
+    config = node_config(args)
+    names = devices(args)
+    todo = [_for_node(p, config, names)
+            for p in plans(args, config, strict=args.strict, lenient=args.lenient)]
     for plan in todo:
         if plan.warnings:  # one warning per pod, listing every field
             print(f"podkit: warning: {plan.source}: {'; '.join(plan.warnings)}",
                   file=sys.stderr)
-    registry = Registry(auth=AuthFile(args.authfile),
-                        hosts=RegistryHosts.load(args.registry_config_dir))
-    with sigterm_interrupts(), manager(args, args.pause_rootfs, pause_image=args.pause_image,
-                                       images_needed=True, runs_pods=True) as mgr:
+    registry = build_registry(config)
+    with sigterm_interrupts(), manager(args, config, pause=True) as mgr:
         store = mgr.images
         assert store is not None
 
@@ -197,8 +202,9 @@ def cmd_play(args: argparse.Namespace) -> int:
 def cmd_down(args: argparse.Namespace) -> int:
     """Remove what the files describe (their unknown fields do not matter); one note per
     pod."""
-    todo = plans(args, lenient=True)
-    with manager(args) as mgr:
+    config = node_config(args)
+    todo = plans(args, config, lenient=True)
+    with manager(args, config) as mgr:
         result = down(mgr, todo)
     for note in result.notes:
         print(note)

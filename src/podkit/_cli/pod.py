@@ -43,6 +43,7 @@ from podkit.container import (
     SupplementalGroupsPolicy,
 )
 from podkit.errors import InvalidArgumentError
+from podkit.node import NodeConfig, PauseSettings
 from podkit.sandbox import (
     ContainerFilter,
     NamespaceMode,
@@ -52,15 +53,20 @@ from podkit.sandbox import (
 )
 
 from . import pod_io
+from .dirs import node_config
 from .output import add_output_options, emit
 from .podctx import (
     DEFAULT_IMAGE_ROOT,
     DEFAULT_ROOT,
     DEFAULT_STATE,
     add_common,
+    add_run_options,
+    devices,
     find_container,
     find_pod,
     manager,
+    pod_network,
+    with_devices,
 )
 from .podview import CONTAINER_COLUMNS, POD_COLUMNS, container_record, pod_record
 
@@ -143,6 +149,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--no-pause", action="store_true",
                      help="infra-less pod: IPC/UTS pinned by bind mounts, no pause container")
     add_common(run)
+    add_run_options(run)
     add_output_options(run)
     run.set_defaults(func=cmd_run)
 
@@ -168,36 +175,44 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     pod_io.register(sub)
 
 
+def _runtime(config: NodeConfig) -> str:
+    return Path(config.runtime.name).name
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run the pod, then create and start each container; undo the pod if one fails."""
     pod = load_pod_file(args.file)
-    pause = args.pause_rootfs or pod.pause_rootfs
-    image = "" if args.pause_rootfs else pod.pause_image
-    needed = any(not c.image.startswith("/") for c in pod.containers)
-    with manager(args, pause, pause_image=image, infraless=args.no_pause,
-                  images_needed=needed, runs_pods=True) as mgr:
-        sb = mgr.run_sandbox(pod.sandbox)
+    config = node_config(args)
+    names = devices(args)
+    if (pod.pause_rootfs or pod.pause_image) and not (args.pause_rootfs or args.pause_image):
+        config = attrs.evolve(config, pause=PauseSettings(rootfs=pod.pause_rootfs,
+                                                          image=pod.pause_image))
+    with manager(args, config, pause=not args.no_pause) as mgr:
+        sb = mgr.run_sandbox(pod_network(config, pod.sandbox))
         try:
             for cfg in pod.containers:
+                cfg = with_devices(cfg, names)
                 mgr.start_container(mgr.create_container(sb.id, cfg))
         except BaseException:
             mgr.remove_sandbox(sb.id)
             raise
-        emit(args, pod_record(mgr, mgr.sandbox_status(sb.id), args.runtime), POD_COLUMNS)
+        emit(args, pod_record(mgr, mgr.sandbox_status(sb.id), _runtime(config)), POD_COLUMNS)
     return 0
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """Every pod with its containers."""
-    with manager(args) as mgr:
-        records = [pod_record(mgr, sb, args.runtime) for sb in mgr.list_sandboxes()]
+    config = node_config(args)
+    with manager(args, config) as mgr:
+        records = [pod_record(mgr, sb, _runtime(config)) for sb in mgr.list_sandboxes()]
     emit(args, records, POD_COLUMNS)
     return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     """One pod's status (containers included), or one container's."""
-    with manager(args) as mgr:
+    config = node_config(args)
+    with manager(args, config) as mgr:
         sb = mgr.sandbox_status(find_pod(mgr, args.pod).id)
         if args.container:
             c = mgr.container_status(find_container(mgr, sb, args.container).id)
@@ -205,7 +220,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             return 0
         containers = [mgr.container_status(c.id) for c in
                       mgr.list_containers(ContainerFilter(pod_sandbox_id=sb.id))]
-        emit(args, pod_record(mgr, sb, args.runtime, containers=containers), POD_COLUMNS)
+        emit(args, pod_record(mgr, sb, _runtime(config), containers=containers), POD_COLUMNS)
     return 0
 
 

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from podkit.cgroups import resolve_driver
-from podkit.errors import ConflictError, NotFoundError
-from podkit.image import ImageStore
-from podkit.runtime import Runc
+import attrs
+
+from podkit import cdi
+from podkit.container import ContainerConfig
+from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError
+from podkit.node import NodeConfig, build_manager, manager_dirs
 from podkit.sandbox import (
     Container,
     ContainerFilter,
-    PauseConfig,
+    NamespaceMode,
     Sandbox,
+    SandboxConfig,
     SandboxManager,
-    builtin_pause,
-    default_networks,
 )
 
 from . import dirs
@@ -28,76 +30,87 @@ DEFAULT_STATE = f"{dirs.DEFAULT_STATE}/pods"
 DEFAULT_IMAGE_ROOT = dirs.DEFAULT_ROOT
 LOCK_WAIT = 10.0
 """Seconds a command waits for the state dir while another podkit command holds it."""
+NODE_OPTIONS = ("runtime", "pause_rootfs", "pause_image", "image_root", "cgroup_driver",
+                "cgroup_parent", "cni_conf_dir", "cni_bin_dir", "cdi_spec_dir")
+"""The node config options of every pod command (``--root``, ``--state``, ``--config`` are
+global: ``dirs``)."""
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    """The options of every pod command (``--root`` and ``--state`` are global: ``dirs``)."""
+    """The options of every pod command."""
     dirs.add_dir_options(p)
-    p.add_argument("--runtime", default="runc", help="OCI runtime binary (runc, crun)")
-    p.add_argument("--pause-rootfs", default="",
-                   help="rootfs with a sleep program (busybox); default: the built-in pause")
-    p.add_argument("--image-root", default=argparse.SUPPRESS, metavar="DIR",
-                   help="image store for image references (default: the root, the store "
-                   "podkit image fills)")
-    p.add_argument("--cgroup-driver", choices=("cgroupfs", "systemd"), default=None,
-                   help="who makes the cgroups (default: systemd when it is PID 1 on cgroup "
-                   "v2, else cgroupfs)")
+    dirs.add_node_options(p, *NODE_OPTIONS)
     p.set_defaults(needs_root="run pods")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options of commands that run pods (``pod run``, ``kube play``): the network and
+    CDI devices."""
+    dirs.add_node_options(p, "network")
+    p.add_argument("--device", action="append", default=[], metavar="CDI_DEVICE",
+                   help="a CDI device (vendor.com/class=name) for every container "
+                   "(repeatable)")
+
+
+def devices(args: argparse.Namespace) -> tuple[str, ...]:
+    """The ``--device`` names, each a valid qualified CDI device name."""
+    for name in args.device:
+        try:
+            cdi.parse_qualified_name(name)
+        except cdi.InvalidNameError as exc:
+            raise InvalidArgumentError(f"--device {name!r}: {exc}") from None
+    return tuple(args.device)
+
+
+def pod_network(config: NodeConfig, sandbox: SandboxConfig) -> SandboxConfig:
+    """``sandbox`` in the node's network namespace when the network is ``host`` (no hostname:
+    the node's); else as it is."""
+    if config.network.name != "host":
+        return sandbox
+    linux = sandbox.linux
+    ns = attrs.evolve(linux.security_context.namespace_options, network=NamespaceMode.NODE)
+    return attrs.evolve(sandbox, hostname="", linux=attrs.evolve(
+        linux, security_context=attrs.evolve(linux.security_context, namespace_options=ns)))
+
+
+def with_devices(container: ContainerConfig, names: Sequence[str]) -> ContainerConfig:
+    """``container`` with the CDI devices ``names`` added (each once)."""
+    if not names:
+        return container
+    return attrs.evolve(container, cdi_devices=tuple(dict.fromkeys(
+        [*container.cdi_devices, *names])))
 
 
 def pod_root(args: argparse.Namespace) -> Path:
     """Pod files and bundles: ``ROOT/pods``."""
-    return dirs.podkit_root(args) / "pods"
+    return manager_dirs(dirs.node_config(args))[0]
 
 
 def pod_state(args: argparse.Namespace) -> Path:
     """Pod records, conmon and runtime state: ``STATE/pods``."""
-    return dirs.podkit_state(args) / "pods"
+    return manager_dirs(dirs.node_config(args))[1]
 
 
-def image_root(args: argparse.Namespace) -> Path:
-    """``--image-root``, else the podkit root."""
-    given = getattr(args, "image_root", "")
-    return Path(given).absolute() if given else dirs.podkit_root(args)
-
-
-def image_store(args: argparse.Namespace, needed: bool) -> ImageStore | None:
-    """The store under ``--image-root`` when the pod needs it or it exists (removals need the
-    store that holds their containers' rootfs); ``None`` otherwise (nothing is created)."""
-    root = image_root(args)
-    if needed or (root / "image").is_dir():
-        return ImageStore(root)
-    return None
-
-
-def manager(args: argparse.Namespace, pause_rootfs: str = "", *, pause_image: str = "",
-             infraless: bool = False, images_needed: bool = False,
-             runs_pods: bool = False) -> SandboxManager:
-    """The manager over the pod root and state, recovered. Without a pause rootfs or image
-    it runs the built-in pause when it ``runs_pods`` (made in the image store the first
-    time); otherwise it can stop, remove and inspect pods but not run them."""
-    state = pod_state(args)
-    rootfs = pause_rootfs or args.pause_rootfs
-    pause = None if infraless or not (rootfs or pause_image) else PauseConfig(
-        rootfs="" if pause_image else rootfs, image=pause_image)
-    if pause is None and runs_pods and not infraless:
-        pause = builtin_pause(ImageStore(image_root(args)))
-        pause_image = pause.image
-    driver = resolve_driver(getattr(args, "cgroup_driver", None), "--cgroup-driver")
+def manager(args: argparse.Namespace, config: NodeConfig | None = None, *,
+            pause: bool = False) -> SandboxManager:
+    """The ``pods`` manager of the command's node config (``config``, else the command
+    line's), recovered. Without ``pause`` it can stop, remove and inspect pods and run
+    infra-less ones."""
+    config = config if config is not None else dirs.node_config(args)
     deadline = time.monotonic() + LOCK_WAIT
     while True:  # another podkit command (a `pod wait` taking a look) may hold the state dir
         try:
-            mgr = SandboxManager(pod_root(args), state, Runc(args.runtime, root=state / "runc",
-                                                             systemd_cgroup=driver.systemd),
-                                 default_networks(state), pause=pause,
-                                 images=image_store(args, images_needed or bool(pause_image)),
-                                 cgroup_driver=driver)
+            mgr = build_manager(config, pause=pause)
             break
         except ConflictError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.02)
-    mgr.recover()
+    try:
+        mgr.recover()
+    except BaseException:
+        mgr.close()
+        raise
     return mgr
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from podkit import oci
 from podkit._files import validate_id
 from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from podkit.node import build_runtime
 from podkit.runtime import Bundle, InheritIO, Runc
 
-from .dirs import DEFAULT_STATE, add_dir_options, podkit_state
+from .dirs import DEFAULT_STATE, add_dir_options, add_node_options, node_config, podkit_state
 from .output import Column, add_output_options, emit
 
 DEFAULT_ROOT = f"{DEFAULT_STATE}/runc"
@@ -24,10 +25,8 @@ __all__ = ["DEFAULT_ROOT", "register"]
 
 
 def _runtime_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--runtime", default="runc", help="runtime binary (runc, crun, ...)")
     add_dir_options(p)
-    p.add_argument("--runtime-root", metavar="DIR", default=None,
-                   help="the runtime's state dir (its --root; default STATE/runc)")
+    add_node_options(p, "runtime", "runtime_root")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                      help="refuse spec fields the runtime would silently ignore")
     run.add_argument("--timeout", type=float, default=None,
                      help="kill and remove the container after this many seconds")
+    run.add_argument("--network", choices=("host", "none"), default=None,
+                     help="host: the host's network namespace; none: a new one with only "
+                     "loopback (default: as the spec says)")
     run.set_defaults(func=cmd_run, needs_root="run containers")
 
     ps = subparsers.add_parser("ps", help="list containers of a runtime state dir")
@@ -69,8 +71,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _runc(args: argparse.Namespace, *, strict: bool = False) -> Runc:
-    root = args.runtime_root or podkit_state(args) / "runc"
-    return Runc(args.runtime, root=root, strict=strict)
+    """The runtime of the node config: its state in STATE/<runtime> (or --runtime-root)."""
+    return build_runtime(node_config(args), strict=strict)
+
+
+def _with_network(spec: oci.Spec, mode: str | None) -> oci.Spec:
+    """``--network``: host drops the spec's network namespace, none asks for a new one."""
+    if mode is None:
+        return spec
+    return oci.generate(spec, oci.with_host_namespace("network") if mode == "host"
+                        else oci.with_linux_namespace("network"))
 
 
 def _bundle_dir(args: argparse.Namespace, cid: str) -> Path:
@@ -109,6 +119,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"{source}: process.terminal is true; podkit run has no TTY, pass --no-tty"
         )
+    spec = _with_network(spec, args.network)
     cid = args.id or f"podkit-{uuid.uuid4().hex[:12]}"
     validate_id(cid, "container ID (--id)")
     rt = _runc(args, strict=args.strict)

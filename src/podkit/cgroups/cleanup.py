@@ -17,7 +17,7 @@ from pathlib import Path
 from podkit import _proc
 from podkit.cgroups.driver import scope_unit
 from podkit.cgroups.mounts import Hierarchy
-from podkit.cgroups.paths import locate
+from podkit.cgroups.paths import cgroup_of_path, locate
 from podkit.errors import PodkitError
 
 __all__ = ["Systemctl", "remove_leftovers", "systemctl"]
@@ -43,7 +43,8 @@ def remove_leftovers(cgroups_path: str, hierarchy: Hierarchy | None = None, *,
 
     systemd form (``slice:prefix:id``): the scope is stopped when its cgroup still exists,
     and its ``failed`` state reset (a failed scope stays listed until then). cgroupfs form:
-    each of its directories that is empty goes, children first (crun's ``container``).
+    each of its directories that is empty goes, children first (crun's ``container``), in
+    every hierarchy (the named ones too: ``name=systemd``).
     """
     if not cgroups_path:
         return []
@@ -56,8 +57,10 @@ def remove_leftovers(cgroups_path: str, hierarchy: Hierarchy | None = None, *,
             removed.append(unit)
         run(["reset-failed", unit])  # non-zero when it is not loaded: nothing to do
         return removed
+    cgroup = cgroup_of_path(cgroups_path)  # and in the named ones (name=systemd on v1)
+    named = [m.dir(cgroup) for m in loc.hierarchy.named.values()]
     dirs = [loc.unified] if loc.unified is not None else []
-    dirs += [d for d in loc.v1.values() if d not in dirs]
+    dirs += [d for d in [*loc.v1.values(), *named] if d is not None and d not in dirs]
     return [str(d) for d in dict.fromkeys(dirs) if d is not None and _rmdir_tree(d)]
 
 

@@ -51,17 +51,20 @@ class Mount:
 
 @attrs.frozen
 class Hierarchy:
-    """The host's cgroup mounts: v1 controller mounts by controller, and the cgroup2 mount."""
+    """The host's cgroup mounts: v1 controller mounts by controller, the cgroup2 mount, and
+    the v1 hierarchies without a controller by name (``name=systemd``: ``systemd``)."""
 
     mode: Mode
     v1: dict[str, Mount] = attrs.field(factory=dict)
     unified: Mount | None = None
+    named: dict[str, Mount] = attrs.field(factory=dict)
 
     @classmethod
     def parse(cls, text: str, root: str | Path | None = None) -> Hierarchy:
         """The hierarchy of mountinfo ``text``; ``root`` (for tests) re-roots every mount
         point under that directory."""
         v1: dict[str, Mount] = {}
+        named: dict[str, Mount] = {}
         unified: Mount | None = None
         for line in text.splitlines():
             head, sep, tail = line.partition(" - ")
@@ -73,13 +76,17 @@ class Hierarchy:
             if rest[0] == "cgroup2":
                 unified = Mount(where, _unescape(fields[3]), frozenset())
             elif rest[0] == "cgroup":
-                names = frozenset(rest[2].split(",")) & V1_CONTROLLERS
+                options = rest[2].split(",")
+                names = frozenset(options) & V1_CONTROLLERS
                 mount = Mount(where, _unescape(fields[3]), names)
                 for name in names:
                     v1.setdefault(name, mount)
+                for option in options:
+                    if option.startswith("name="):
+                        named.setdefault(option.removeprefix("name="), mount)
         if v1:
-            return cls(Mode.HYBRID if unified is not None else Mode.V1, v1, unified)
-        return cls(Mode.UNIFIED, {}, unified)
+            return cls(Mode.HYBRID if unified is not None else Mode.V1, v1, unified, named)
+        return cls(Mode.UNIFIED, {}, unified, named)
 
     @classmethod
     def read(cls, mountinfo: str | Path = MOUNTINFO, root: str | Path | None = None,

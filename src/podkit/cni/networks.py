@@ -156,6 +156,20 @@ class Networks:
         self.attachments: tuple[Attachment, ...] = tuple(atts)
 
     @classmethod
+    def from_attachments(cls, client: CNI, attachments: Iterable[Attachment]) -> Networks:
+        """The networks ``attachments`` name, with the interface names they give (e.g. the
+        ones a container's ADD cached, to DEL it with the configs it was added with)."""
+        self = cls.__new__(cls)
+        self.client = client
+        self.attachments = tuple(attachments)
+        if not self.attachments:
+            raise InvalidArgumentError("Networks needs at least one network")
+        names = [a.config.name for a in self.attachments]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(f"networks {names}: a network given twice")
+        return self
+
+    @classmethod
     def from_dir(cls, client: CNI, conf_dir: str | os.PathLike[str], *,
                  max_networks: int | None = None, loopback: bool = False,
                  prefix: str = "eth") -> Networks:

@@ -5,7 +5,8 @@
 ``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
 statuses. ``CRIService`` (every RPC as a method, to subclass and give hooks), ``serve`` and
 ``Server`` (it on a gRPC Unix socket) are the reference CRI server of ``podkit.cri.service``
-(``podkit.cri.server`` keeps its old names), and ``podkit.cri.streaming`` the
+(``podkit.cri.server`` keeps its old names; :func:`build_service` makes one from a
+``podkit.node`` config), and ``podkit.cri.streaming`` the
 exec/attach/port-forward server, each imported on the first use of one of its names here (a
 server with streaming off never loads it). Importing this package never imports grpc: the
 service stubs in ``podkit.cri.api_pb2_grpc`` and ``serve`` need the ``grpc`` extra.
@@ -44,6 +45,7 @@ from podkit.cri.convert import (
 
 if TYPE_CHECKING:
     from podkit.cri.service import CRIService, Server, serve
+    from podkit.cri.service.build import CRI_MANAGER, build_service
     from podkit.cri.streaming import (
         ContainerTarget,
         RuncStreamingRuntime,
@@ -56,9 +58,11 @@ if TYPE_CHECKING:
 _LAZY = dict.fromkeys(("ContainerTarget", "RuncStreamingRuntime", "StreamingRuntime",
                        "StreamingServer", "TokenCache"), "streaming")
 _LAZY.update(dict.fromkeys(("CRIService", "Server", "serve"), "service"))
+_LAZY.update(dict.fromkeys(("CRI_MANAGER", "build_service"), "service.build"))
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 __all__ = [
+    "CRI_MANAGER",
     "CRIService",
     "ContainerTarget",
     "ConversionError",
@@ -68,6 +72,7 @@ __all__ = [
     "StreamingServer",
     "TokenCache",
     "api_pb2",
+    "build_service",
     "container_config_from_cri",
     "container_config_to_cri",
     "container_filter_from_cri",

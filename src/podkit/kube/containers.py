@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 
+from podkit.cdi import ANNOTATION_PREFIX as CDI_PREFIX
 from podkit.container import (
     ContainerConfig,
     ContainerMetadata,
@@ -89,9 +90,12 @@ def _ports_json(container: Mapping[str, Any]) -> str:
 
 
 def _annotations(ctx: ContainerContext, container: Mapping[str, Any]) -> dict[str, str]:
-    """The kubelet's own container annotations (the cheap ones)."""
+    """The kubelet's own container annotations (the cheap ones), and the pod's CDI ones
+    (``cdi.k8s.io/...``: its devices go to every container, as a device plugin's would)."""
     spec = ctx.pod.get("spec") or {}
-    out = {
+    pod_annotations = (ctx.pod.get("metadata") or {}).get("annotations") or {}
+    out = {str(k): str(v) for k, v in pod_annotations.items() if str(k).startswith(CDI_PREFIX)}
+    out |= {
         "io.kubernetes.container.restartCount": "0",
         "io.kubernetes.container.terminationMessagePath":
             str(container.get("terminationMessagePath") or TERMINATION_MESSAGE_PATH),

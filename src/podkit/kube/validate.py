@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from podkit import oci
+from podkit.cdi import ANNOTATION_PREFIX as CDI_PREFIX
+from podkit.cdi import AnnotationError, parse_annotations
 from podkit.errors import InvalidArgumentError, quote
 from podkit.kube.env import ENV_NAME
 from podkit.kube.fields import POD_FIELDS, shape_problems
@@ -88,6 +90,11 @@ def _metadata(meta: Mapping[str, Any]) -> Iterator[Problem]:
             yield f"metadata.annotations.{key}", f"{quote(key)} is not a valid annotation key"
         if not isinstance(val, str):
             yield f"metadata.annotations.{key}", f"{quote(val)} must be a string (quote it)"
+        elif isinstance(key, str) and key.startswith(CDI_PREFIX):
+            try:
+                parse_annotations({key: val})
+            except AnnotationError as exc:
+                yield f"metadata.annotations.{key}", str(exc)
 
 
 def _ports(ctr: Mapping[str, Any], where: str, host_network: bool) -> Iterator[Problem]:

@@ -117,7 +117,11 @@ class SandboxManager(ContainerLifecycle):
     ``cgroup_driver`` (``cgroupfs`` or ``systemd``, see ``podkit.cgroups.driver``) says who
     makes the cgroups: a :class:`~podkit.runtime.Runc` must run with the matching
     ``systemd_cgroup`` (a mismatch is refused); ``None`` takes the runtime's (its
-    ``systemd_cgroup``), or for a runtime without one the host's default.
+    ``systemd_cgroup``), or for a runtime without one the host's default. ``cgroup_parent``
+    is the parent of pods whose config names none (in either form; "" leaves the driver's
+    default); it is removed, when empty, as the manager closes with no pod left.
+    ``netns_dir`` is where pod network namespaces are pinned; one inside ``state_dir`` is the
+    manager's own: it is unmounted and removed as the manager closes with no pin left in it.
     ``steps`` is the table of :meth:`run_sandbox`'s steps by name and ``sandbox_steps`` the
     object doing their work (see ``podkit.pods.steps``); ``records`` the store of the records
     on disk; ``registry`` the pods and containers in memory. The container methods come from
@@ -141,8 +145,12 @@ class SandboxManager(ContainerLifecycle):
         rootfs_mode: str = "auto",
         network_loader: Callable[[], cni.Networks] | None = None,
         cgroup_driver: str | None = None,
+        cgroup_parent: str = "",
     ) -> None:
         self.cgroup_driver = _driver_for(runtime, cgroup_driver)
+        if cgroup_parent:  # refused here, not at the first pod
+            cgroups.parent_for(self.cgroup_driver, cgroup_parent)
+        self.cgroup_parent = cgroup_parent
         if rootfs_mode not in ("auto", "overlay", "copy"):
             raise InvalidArgumentError(
                 f"rootfs_mode {rootfs_mode!r}: want auto, overlay or copy")
@@ -213,13 +221,17 @@ class SandboxManager(ContainerLifecycle):
 
     def close(self) -> None:
         """Unmount a shared pause rootfs no pod uses; finish deleting removed pods' files
-        (up to 10 s; what is left goes with the next recovery); release the state dir lock.
+        (up to 10 s; what is left goes with the next recovery); with no pod left, remove the
+        empty default cgroup parent and the manager's own netns dir; release the state dir
+        lock.
         Pods and containers keep running."""
         self.registry.close()  # the pidfds watching containers (a later look reopens them)
         _trash.wait(10.0)
         if self._lock_cm is not None:
             try:
                 self._unmount_unused_pause_rootfs()
+                if not self.registry.sandboxes():
+                    self._remove_unused_dirs()
             finally:
                 self._lock_cm.__exit__(None, None, None)
             self._lock_cm = None  # type: ignore[assignment]
@@ -263,6 +275,9 @@ class SandboxManager(ContainerLifecycle):
     def _new_sandbox(self, config: SandboxConfig) -> Sandbox:
         """The record of a new pod, once its config passed every check (nothing made yet)."""
         validate_sandbox_config(config)
+        if self.cgroup_parent and not config.linux.cgroup_parent:
+            config = attrs.evolve(config, linux=attrs.evolve(
+                config.linux, cgroup_parent=self.cgroup_parent))
         sb = Sandbox(id=secrets.token_hex(32), name=rules.sandbox_name(config.metadata),
                      config=config, created_at=_now())
         pod_cgroups_path(config, sb.id, self.cgroup_driver)  # a parent the driver cannot take
@@ -337,6 +352,18 @@ class SandboxManager(ContainerLifecycle):
         self.registry.drop_sandbox(sb.id)
         self._pause.forget(sb.id)
         self.registry.release(sb.name, sb.id)
+
+    def _remove_unused_dirs(self) -> None:
+        """With no pod left: the default cgroup parent (when empty) and the netns dir inside
+        the state dir (when it pins nothing) go; a failure is logged, nothing else is
+        touched."""
+        if self.cgroup_parent and self.cgroup_driver is cgroups.Driver.CGROUPFS:
+            remove_cgroup_leftovers("cgroup parent", self.cgroup_parent)
+        if Path(self.netns_dir).absolute().is_relative_to(self.state_dir):
+            try:
+                netns.release_dir(self.netns_dir)
+            except PodkitError as exc:
+                _log.warning("netns dir %s: left in place: %s", self.netns_dir, exc)
 
     def _unmount_unused_pause_rootfs(self) -> None:
         """Unmount each shared pause rootfs no pod of this manager uses."""

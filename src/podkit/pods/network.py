@@ -16,6 +16,7 @@ from podkit.errors import InvalidArgumentError
 from podkit.pods.config import SandboxConfig
 
 __all__ = [
+    "attached_networks",
     "bandwidth",
     "cni_args",
     "cni_cannot_run",
@@ -74,6 +75,24 @@ def cni_cannot_run(exc: BaseException) -> bool:
     return isinstance(exc, cni.PluginNotFoundError | cni.InvalidPluginNameError | ValueError)
 
 
+def attached_networks(current: cni.Networks, container_id: str) -> cni.Networks:
+    """The networks ``container_id`` was added to, with the configs of its ADD as the CNI
+    result cache keeps them (a pod made under another network setting is torn down from the
+    networks it joined), and those of ``current`` on an interface no entry names (an ADD cut
+    short before its result was cached)."""
+    atts = {a.ifname: cni.Attachment(cni.NetworkConfigList.from_bytes(a.config, a.path),
+                                     a.ifname)
+            for a in current.client.cached_attachments(container_id) if a.config}
+    if not atts:
+        return current
+    for att in current.attachments:
+        if att.ifname not in atts and att.config.name not in {
+                a.config.name for a in atts.values()}:
+            atts[att.ifname] = att
+    order = sorted(atts.values(), key=lambda a: (a.ifname != "lo", len(a.ifname), a.ifname))
+    return cni.Networks.from_attachments(current.client, order)
+
+
 def bandwidth(annotations: Mapping[str, str]) -> cni.Bandwidth | None:
     """``kubernetes.io/ingress-bandwidth`` / ``egress-bandwidth`` (bits/s) as CNI bandwidth."""
     rates = {}
@@ -110,21 +129,26 @@ def default_network_config(
     name: str = "podkit",
     bridge: str = "pk0",
     subnet: str = "10.88.0.0/16",
+    masquerade: bool = True,
+    ipam_dir: str | os.PathLike[str] | None = None,
 ) -> cni.NetworkConfigList:
     """Write and load ``<state_dir>/net.d/<name>.conflist``: bridge + host-local + portmap.
 
-    host-local keeps its reservations under ``<state_dir>/ipam``; portmap has ``snat`` for
+    host-local keeps its reservations under ``ipam_dir`` (default ``<state_dir>/ipam``; give
+    one dir to every user of a bridge so none hands out an address another holds);
+    ``masquerade`` NATs what the pods send out of ``subnet``; portmap has ``snat`` for
     connections from the host, and the list disables CHECK (Debian's portmap CHECK is broken).
     """
     state = Path(state_dir).absolute()
+    ipam = Path(ipam_dir).absolute() if ipam_dir is not None else state / "ipam"
     conf = {
         "cniVersion": "1.0.0",
         "name": name,
         "disableCheck": True,
         "plugins": [
-            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": True,
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": masquerade,
              "hairpinMode": True,
-             "ipam": {"type": "host-local", "dataDir": str(state / "ipam"),
+             "ipam": {"type": "host-local", "dataDir": str(ipam),
                       "ranges": [[{"subnet": subnet}]], "routes": [{"dst": "0.0.0.0/0"}]}},
             {"type": "portmap", "capabilities": {"portMappings": True}, "snat": True},
         ],
@@ -143,8 +167,8 @@ def default_networks(
 ) -> cni.Networks:
     """The built-in pod network for demos and tests: loopback plus :func:`default_network_config`.
 
-    ``kwargs`` go to :func:`default_network_config` (``name``, ``bridge``, ``subnet``); the CNI
-    result cache lives in ``<state_dir>/cni-cache``.
+    ``kwargs`` go to :func:`default_network_config` (``name``, ``bridge``, ``subnet``,
+    ``masquerade``, ``ipam_dir``); the CNI result cache lives in ``<state_dir>/cni-cache``.
     """
     conf = default_network_config(state_dir, **kwargs)
     client = cni.CNI(plugin_dirs=list(plugin_dirs),

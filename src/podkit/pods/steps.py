@@ -121,23 +121,25 @@ class SandboxSteps:
     # -- network ----------------------------------------------------------------------------
 
     def do_network(self, sb: Sandbox) -> None:
-        """CNI ADD on every network; the pod's IPs, eth0's first."""
+        """CNI ADD on every network; the pod's IPs, eth0's first (none on loopback alone)."""
         nets = self.networks()
         assert nets is not None
         result = nets.setup(sb.id, sb.netns_path, args=network.cni_args(sb.config, sb.id),
                             capability_args=network.cni_capability_args(sb.config))
         first = [ip for ip in (result.primary_ip("eth0", 4), result.primary_ip("eth0", 6)) if ip]
-        if not first:
-            raise PodkitError(f"sandbox {sb.id}: CNI gave eth0 no IP address")
+        if not first and any(a.ifname != "lo" for a in nets.attachments):  # loopback alone:
+            raise PodkitError(f"sandbox {sb.id}: CNI gave eth0 no IP address")  # no address
         others = [ip.ip for name, iface in result.interfaces.items() if name != "lo"
                   for ip in iface.ips if ip.ip not in first]
         sb.ips = tuple(dict.fromkeys([*first, *others]))
 
     def undo_network(self, sb: Sandbox) -> None:
-        """CNI DEL (without a netns path once the netns is gone)."""
-        nets = self.networks()
-        if nets is None:
+        """CNI DEL (without a netns path once the netns is gone) on the networks the pod was
+        added to (``network.attached_networks``)."""
+        current = self.networks()
+        if current is None:
             return
+        nets = network.attached_networks(current, sb.id)
         path = sb.netns_path if sb.netns_path and netns.exists(sb.netns_path) else ""
         nets.remove(sb.id, path, args=network.cni_args(sb.config, sb.id),
                     capability_args=network.cni_capability_args(sb.config))

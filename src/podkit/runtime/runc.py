@@ -130,7 +130,8 @@ class Runc:
     ``log`` an optional persistent JSON log (errors are read from the part each call appends),
     ``strict`` makes ``create`` refuse specs with fields the runtime would silently ignore
     (else it warns with ``UnsupportedFieldWarning``). ``monitor`` (default: the process-wide
-    one) reaps container processes; ``timeout`` bounds every runtime command.
+    one) reaps container processes; ``timeout`` bounds every runtime command; pid files and
+    specs go in a scratch dir under ``scratch_dir`` (default ``/dev/shm``) while calls run.
     """
 
     def __init__(
@@ -147,6 +148,7 @@ class Runc:
         timeout: float = DEFAULT_TIMEOUT,
         strict: bool = False,
         env: Mapping[str, str] | None = None,
+        scratch_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.binary = binary
         self.name = Path(binary).name
@@ -159,16 +161,14 @@ class Runc:
         self.monitor = monitor
         self.timeout = timeout
         self.strict = strict
-        self.env = dict(env) if env is not None else {
-            "PATH": os.environ.get("PATH", _DEFAULT_PATH)
-        }
+        self.env = dict(env) if env is not None else {"PATH": os.environ.get("PATH", _DEFAULT_PATH)}
         self._path: str | None = None
         self._features: oci.Features | None = None
         self._features_asked = False
         self._version: RuntimeVersion | None = None
         self._inits: dict[str, Subscription] = {}
         self._cgroups: dict[str, str] = {}  # id -> linux.cgroupsPath of containers we created
-        self._scratch = ScratchDir("podkit-runc-")
+        self._scratch = ScratchDir("podkit-runc-", scratch_dir)
 
     def __repr__(self) -> str:
         return f"Runc(binary={self.binary!r}, root={str(self.root) if self.root else None!r})"

@@ -19,10 +19,14 @@ _SHM = "/dev/shm"
 
 
 class ScratchDir:
-    """``use()`` yields the directory (made on first use); the last user out removes it."""
+    """``use()`` yields the directory (made on first use); the last user out removes it.
 
-    def __init__(self, prefix: str) -> None:
+    It is made in ``parent`` (created when missing), else on ``/dev/shm`` when writable, else
+    in the temp dir."""
+
+    def __init__(self, prefix: str, parent: str | os.PathLike[str] | None = None) -> None:
         self.prefix = prefix
+        self.parent = os.fspath(parent) if parent is not None else None
         self.path: str | None = None
         self._users = 0
         self._lock = threading.Lock()
@@ -32,7 +36,11 @@ class ScratchDir:
         """The directory, for the duration of the ``with`` block."""
         with self._lock:
             if self.path is None:
-                base = _SHM if os.path.isdir(_SHM) and os.access(_SHM, os.W_OK) else None
+                base = self.parent
+                if base is not None:
+                    os.makedirs(base, mode=0o700, exist_ok=True)
+                elif os.path.isdir(_SHM) and os.access(_SHM, os.W_OK):
+                    base = _SHM
                 self.path = tempfile.mkdtemp(prefix=self.prefix, dir=base)
             self._users += 1
             path = self.path

@@ -7,11 +7,13 @@ out, podkit errors raised) over a :class:`~podkit.cri.service.pods.PodAPI` (a
 ``containers`` (the runtime service), ``images`` (the image service), ``events`` and ``exits``
 (the events bus and the exit poller), ``status`` (runtime status and stats), ``replies`` (CRI
 shapes of records), ``hooks`` (admission and mutation), ``errors`` (status codes), ``adapter``
-(gRPC). Importing it never imports grpc.
+(gRPC), ``build`` (the service of a node config: :func:`build_service`). Importing it never
+imports grpc.
 """
 
 from podkit.cri.service.adapter import Server, claim_socket, manager_streaming, serve
 from podkit.cri.service.base import StreamingURLs
+from podkit.cri.service.build import CRI_MANAGER, build_service
 from podkit.cri.service.core import CRIService
 from podkit.cri.service.errors import (
     STATUS_CODES,
@@ -33,6 +35,7 @@ from podkit.cri.service.replies import ContainerImage
 from podkit.cri.service.status import KUBE_API_VERSION, RUNTIME_API_VERSION, RUNTIME_NAME
 
 __all__ = [
+    "CRI_MANAGER",
     "EVENTS_BACKLOG",
     "KUBE_API_VERSION",
     "RUNTIME_API_VERSION",
@@ -51,6 +54,7 @@ __all__ = [
     "Server",
     "StreamingURLs",
     "UnimplementedError",
+    "build_service",
     "claim_socket",
     "manager_streaming",
     "serve",

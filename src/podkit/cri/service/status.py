@@ -34,6 +34,7 @@ KUBE_API_VERSION = "0.1.0"
 class StatusRPCs(ServiceBase):
     """Version, Status, RuntimeConfig, UpdateRuntimeConfig and the stats RPCs."""
 
+
     def Version(self, request: pb.VersionRequest) -> pb.VersionResponse:
         """The service's ``runtime_name`` and ``runtime_version``; the CRI API version."""
         return pb.VersionResponse(version=KUBE_API_VERSION, runtime_name=self.runtime_name,
