@@ -6,7 +6,7 @@
   separated, e.g. ``vendor.com/gpu=0,vendor.com/gpu=1``) into every container of the pod.
 - Set ``POD_IP`` in every container.
 
-    python examples/policy_cri.py --pause-image localhost/pause:3.10 --root /var/lib/teamcri
+    python examples/policy_cri.py --config teamcri.toml    # a podkit node config (docs/config.md)
     crictl --runtime-endpoint unix:///run/teamcri/cri.sock version    # RuntimeName: teamcri
 """
 
@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import argparse
 import signal
-from pathlib import Path
 
 import attrs
 
-from podkit import cdi, cni, oci
+from podkit import oci
 from podkit.container import ContainerConfig, KeyValue
-from podkit.cri import CRIService, serve
+from podkit.cri import CRI_MANAGER, build_service, serve
 from podkit.errors import PermissionDeniedError
-from podkit.image import ImageStore
-from podkit.runtime import Runc
-from podkit.sandbox import NamespaceMode, PauseConfig, Sandbox, SandboxConfig, SandboxManager
+from podkit.node import build_manager, load_config
+from podkit.sandbox import NamespaceMode, Sandbox, SandboxConfig
 
 CDI_ANNOTATION = "example.com/cdi-devices"
 
@@ -56,30 +54,22 @@ def pod_ip(ctr: ContainerConfig, pod: Sandbox) -> ContainerConfig:
 
 def main() -> None:
     p = argparse.ArgumentParser(description="teamcri: a CRI server with the team's policies")
-    p.add_argument("--socket", default="/run/teamcri/cri.sock")
-    p.add_argument("--root", default="/var/lib/teamcri", type=Path)
-    p.add_argument("--pause-image", required=True, help="an image in the root's store")
-    p.add_argument("--cni-conf-dir", default="/etc/cni/net.d")
-    p.add_argument("--cni-bin-dir", default="/usr/lib/cni")
-    p.add_argument("--cdi-spec-dir", default="/etc/cdi")
-    args = p.parse_args()
-    state, store = args.root / "state", ImageStore(args.root)
-    client = cni.CNI(plugin_dirs=[args.cni_bin_dir], cache_dir=str(state / "cni"))
-    manager = SandboxManager(
-        args.root / "pods", state, Runc(root=state / "runc"),
-        cni.Networks.from_dir(client, args.cni_conf_dir, loopback=True),
-        cdi=cdi.Cache([args.cdi_spec_dir]), pause=PauseConfig(image=args.pause_image),
-        images=store, netns_prefix="teamcri-")
+    p.add_argument("--config", help="a podkit node config file (TOML)")
+    config = load_config(p.parse_args().config, defaults={
+        "root": "/var/lib/teamcri", "cri.socket": "/run/teamcri/cri.sock",
+        "netns_prefix": "teamcri-", "network.conf_dir": "/etc/cni/net.d",
+    }, overrides={"cri.runtime_name": "teamcri"})
+    manager = build_manager(config, name=CRI_MANAGER, watch_cdi=True)
     manager.recover()
-    service = CRIService(manager, store, pause_image=args.pause_image, runtime_name="teamcri",
-                         admit_pod=[no_host_network], admit_container=[no_privileges],
-                         mutate_container=[pod_cdi_devices, pod_ip])
-    server = serve(args.socket, service)
+    service = build_service(config, manager, admit_pod=[no_host_network],
+                            admit_container=[no_privileges],
+                            mutate_container=[pod_cdi_devices, pod_ip])
+    service.closers.append(manager.close)  # Server.stop() closes the service, and so this
+    server = serve(config.cri.socket, service)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: server.stop())
     print(f"teamcri: serving on {server.address}", flush=True)
     server.wait()
-    manager.close()
 
 
 if __name__ == "__main__":

@@ -135,9 +135,10 @@ def test_library_lifecycle_keeps_the_environment_private(
 
 # -- podkit cri serve ---------------------------------------------------------------------------
 
+@pytest.mark.parametrize("supervisor", ["conmon", "in-process"])
 def test_cri_serve_lifecycle_keeps_the_environment_private(
         prerequisites: None, tmp_path: Path, image_layouts: dict[str, Path],
-        busybox_rootfs: Path) -> None:
+        busybox_rootfs: Path, supervisor: str) -> None:
     from podkit.cri import api_pb2 as pb
     from podkit.cri import api_pb2_grpc
 
@@ -146,9 +147,11 @@ def test_cri_serve_lifecycle_keeps_the_environment_private(
     conf = write_cni_conf(tmp_path / "net")
     _leaks.register_ipam_dir(tmp_path / "net" / "ipam")
     _leaks.register_runtime_root(root / "state" / "cri" / "runc")
+    config = tmp_path / "podkit.toml"
+    config.write_text(f'[runtime]\nsupervisor = "{supervisor}"\n')
     proc, channel = start_cri_serve(
-        tmp_path / "cri.sock", "--root", str(root), "--cni-conf-dir", str(conf),
-        "--pause-image", PAUSE)
+        tmp_path / "cri.sock", "--config", str(config), "--root", str(root),
+        "--cni-conf-dir", str(conf), "--pause-image", PAUSE)
     rt = api_pb2_grpc.RuntimeServiceStub(channel)
     try:
         cfg = pod_config()

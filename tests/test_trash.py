@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,3 +106,21 @@ def test_what_cannot_be_deleted_is_logged_and_left(tmp_path: Path, monkeypatch: 
     [left] = trash.iterdir()
     assert left.name.startswith("id5.")
     assert f"could not delete {left}" in caplog.text
+
+
+def test_a_trash_removed_inside_mkdir_is_made_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """mkdir finds the trash, the thread removes it (emptied), is_dir() then fails: retried."""
+    (tmp_path / "pod").mkdir()
+    real, raised = Path.mkdir, []
+
+    def mkdir(self: Path, *args: Any, **kw: Any) -> None:
+        if not raised:
+            raised.append(self)
+            raise FileExistsError(17, "File exists", str(self))
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    _trash.remove_later(tmp_path / "pod", tmp_path / ".trash")
+    assert _trash.wait(10)
+    assert raised == [tmp_path / ".trash"] and not (tmp_path / "pod").exists()

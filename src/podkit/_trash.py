@@ -38,7 +38,10 @@ def remove_later(path: Path, trash: Path) -> None:
     for _ in range(5):  # the thread may remove an emptied trash between mkdir and rename
         if not os.path.lexists(path):
             return
-        trash.mkdir(mode=0o700, exist_ok=True)
+        try:
+            trash.mkdir(mode=0o700, exist_ok=True)
+        except FileExistsError:  # there at mkdir, emptied and removed by the thread since
+            continue
         try:
             os.rename(path, trash / f"{path.name}.{secrets.token_hex(4)}")
         except FileNotFoundError:

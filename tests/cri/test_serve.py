@@ -100,3 +100,19 @@ def test_another_server_on_the_socket_is_refused_first(tmp_path: Path) -> None:
 def test_max_workers_is_checked(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgumentError, match="max_workers 0: must be at least 1"):
         Server(tmp_path / "cri.sock", _service(tmp_path), max_workers=0)
+
+
+def test_close_runs_the_closers_last_first_once_even_after_a_failure(tmp_path: Path) -> None:
+    service = _service(tmp_path)
+    ran: list[str] = []
+
+    def fails() -> None:
+        ran.append("fails")
+        raise OSError("gone")
+
+    service.closers += [lambda: ran.append("first"), fails, lambda: ran.append("last")]
+    with pytest.raises(OSError, match="gone"):
+        service.close()
+    assert ran == ["last", "fails", "first"]
+    service.close()  # nothing twice
+    assert ran == ["last", "fails", "first"]

@@ -48,10 +48,21 @@ class TeamCRI:
         (base / "cdi").mkdir()
         (base / "cdi" / "example.com-dev.json").write_text(json.dumps(CDI_SPEC))
         sock = base / "cri.sock"
+        config = base / "teamcri.toml"  # a node config as a team writes one (docs/config.md)
+        config.write_text(f"""root = "{self.root}"
+[network]
+conf_dir = "{base / 'net' / 'net.d'}"
+bin_dirs = ["/usr/lib/cni"]
+[cdi]
+spec_dirs = ["{base / 'cdi'}"]
+[pause]
+image = "{PAUSE}"
+[cri]
+socket = "{sock}"
+streaming_address = ""
+""")
         self.proc = subprocess.Popen(
-            [sys.executable, str(EXAMPLE), "--socket", str(sock), "--root", str(self.root),
-             "--pause-image", PAUSE, "--cni-conf-dir", str(base / "net" / "net.d"),
-             "--cni-bin-dir", "/usr/lib/cni", "--cdi-spec-dir", str(base / "cdi")],
+            [sys.executable, str(EXAMPLE), "--config", str(config)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.channel = grpc.insecure_channel(f"unix://{sock}")
         try:
@@ -72,7 +83,7 @@ class TeamCRI:
             out, err = self.proc.communicate(timeout=60)
         assert self.proc.returncode == 0, err
         assert "teamcri: serving on unix://" in out
-        runc = subprocess.run(["runc", "--root", str(self.root / "state" / "runc"), "list",
+        runc = subprocess.run(["runc", "--root", str(self.root / "state" / "cri" / "runc"), "list",
                                "-q"], capture_output=True, text=True, check=True)
         assert runc.stdout == ""
 

@@ -112,9 +112,10 @@ def test_plans_warns_of_each_unknown_field_when_lenient(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _args(tmp_path, "Default", "")
     Path(args.files[0]).write_text((POD % "Default").replace("dnsConfig", "dnsConfg"))
+    config = node_config(args)
     with pytest.raises(InvalidArgumentError, match="did you mean 'dnsConfig'"):
-        plans(args)
-    (plan,) = plans(args, lenient=True)
+        plans(args, config)
+    (plan,) = plans(args, config, lenient=True)
     assert capsys.readouterr().err == (
         f"podkit: warning: {args.files[0]}:6:3: spec.dnsConfg: unknown field, did you mean "
         "'dnsConfig'?\n")

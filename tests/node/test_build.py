@@ -13,6 +13,7 @@ import pytest
 from podkit import cni
 from podkit.cni.testing import FakeExec
 from podkit.errors import InvalidArgumentError, NotFoundError
+from podkit.image import ImageStore
 from podkit.node import (
     NetworkBuiltin,
     NetworkSettings,
@@ -25,7 +26,7 @@ from podkit.node import (
     pause_config,
 )
 from podkit.pods.network import attached_networks
-from podkit.sandbox import PauseConfig
+from podkit.sandbox import BUILTIN_PAUSE_IMAGE, PauseConfig
 
 
 def _conflist(d: Path, name: str, bridge: str) -> None:
@@ -135,8 +136,12 @@ def test_the_runtime_and_the_manager_dirs(tmp_path: Path) -> None:
 def test_the_pause(tmp_path: Path) -> None:
     assert pause_config(NodeConfig(pause=PauseSettings(rootfs="/r"))) == PauseConfig(rootfs="/r")
     assert pause_config(NodeConfig(pause=PauseSettings(image="p:1"))).image == "p:1"
-    with pytest.raises(InvalidArgumentError, match="no pause configured"):
+    with pytest.raises(InvalidArgumentError, match="the built-in pause needs the image store"):
         pause_config(NodeConfig())
+    store = ImageStore(tmp_path / "r")
+    made = pause_config(NodeConfig(), store)  # podkit's own pause, made in the store
+    assert made == PauseConfig(image=BUILTIN_PAUSE_IMAGE)
+    assert store.get(BUILTIN_PAUSE_IMAGE).name == BUILTIN_PAUSE_IMAGE
 
 
 def test_a_manager_of_the_config(tmp_path: Path) -> None:

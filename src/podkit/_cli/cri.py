@@ -72,6 +72,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     manager = service.manager
     assert isinstance(manager, SandboxManager)  # the one build_service makes
     streaming: Any = service.streaming
+    server = None
     try:
         report = manager.recover()
         for err in report.errors:
@@ -83,12 +84,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"{len(report.containers)} containers recovered)", file=sys.stderr, flush=True)
         while not done.wait(1.0):
             _linux.malloc_trim()  # what a burst of calls (a pull: MBs of buffers) freed
-        server.stop()
-        print("podkit cri: stopped", file=sys.stderr, flush=True)
-    finally:
-        if streaming is not None:
-            streaming.stop()
-        manager.close()
+    finally:  # the service's close() stops its streaming server and closes its manager
+        if server is not None:
+            server.stop()
+        else:
+            service.close()
+    print("podkit cri: stopped", file=sys.stderr, flush=True)
     return 0
 
 

@@ -36,10 +36,10 @@ def build_service(config: NodeConfig, manager: SandboxManager | None = None, *,
                   service: type[CRIService] = CRIService, **kw: Any) -> CRIService:
     """The CRI service of ``config``, over ``manager`` (default: the node's ``cri`` manager,
     made here): a ``service`` (a subclass of yours) made with the config's settings and ``kw``
-    (hooks, ``status_codes``, ...: see :class:`CRIService`). Not started: serve it
-    (``serve(config.cri.socket, service)`` recovers the manager first). What it was built
-    with is its own: after the server stops, stop ``service.streaming`` (when not ``None``)
-    and close ``service.manager``.
+    (hooks, ``status_codes``, ...: see :class:`CRIService`). Not started: recover the manager
+    (``manager.recover()``), then ``serve(config.cri.socket, service)``. What was made here
+    goes with the service: its ``close()`` (which ``Server.stop()`` calls) stops the streaming
+    server and closes the manager it made (not a ``manager`` given).
     """
     if config.network.name == "host":
         raise InvalidArgumentError(
@@ -62,6 +62,10 @@ def build_service(config: NodeConfig, manager: SandboxManager | None = None, *,
             pause_image=pause.image if pause is not None else "",
             runtime_handler=Path(config.runtime.name).name, registry_hosts=hosts, auth=auth,
             runtime_name=config.cri.runtime_name, **kw)
+        if made:
+            made_service.closers.append(mgr.close)
+        if streaming is not None:
+            made_service.closers.append(streaming.stop)
     except BaseException:
         if streaming is not None:
             streaming.stop()

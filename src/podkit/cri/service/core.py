@@ -100,8 +100,11 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
 
     Lifecycle: :meth:`recover` (after ``manager.recover()``), :meth:`start_monitor` (the exit
     poller thread), :meth:`stop_monitor`, :meth:`close`; :class:`Server` calls them in that
-    order. Threading: RPCs run concurrently on the gRPC worker threads; the service is
-    thread-safe, and hooks and overrides must be too. Raises podkit errors.
+    order. ``closers`` are what :meth:`close` also runs, last added first, once: what was made
+    for the service and goes with it (``build_service`` adds the streaming server it made,
+    and the manager when it made that too). Threading: RPCs run concurrently on the gRPC
+    worker threads; the service is thread-safe, and hooks and overrides must be too. Raises
+    podkit errors.
     """
 
     def __init__(
@@ -139,6 +142,20 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
         self.status_codes = codes
         self._init_images(registry_hosts, auth)
         self.state_dir = Path(state_dir) if state_dir else Path(manager.state_dir) / "cri"
+        self.closers: list[Callable[[], object]] = []
+
+    def close(self) -> None:
+        """Stop the exit monitor, close the pidfds watching pauses, then run ``closers`` (last
+        added first; each once, also when one fails: the first error is raised after)."""
+        super().close()
+        failed: BaseException | None = None
+        while self.closers:
+            try:
+                self.closers.pop()()
+            except BaseException as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def status_code(self, exc: BaseException) -> str:
         """The gRPC status code name the server answers ``exc`` with: ``status_codes`` (the
