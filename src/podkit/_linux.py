@@ -15,7 +15,7 @@ import ctypes.util
 import os
 
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
-MS_BIND, MS_REC, MS_SHARED = 0x1000, 0x4000, 1 << 20
+MS_BIND, MS_REC, MS_SLAVE, MS_SHARED = 0x1000, 0x4000, 1 << 19, 1 << 20
 MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
 CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
@@ -151,10 +151,12 @@ def open_tree(path: str | os.PathLike[str], flags: int) -> int:
 
 def mount_setattr_idmap(fd: int, userns_fd: int, *, recursive: bool,
                         path: str | os.PathLike[str] = "") -> None:
-    """``mount_setattr(fd, "", AT_EMPTY_PATH, {MOUNT_ATTR_IDMAP, userns_fd})``: ID-map the
-    detached mount ``fd`` (and its submounts when ``recursive``) by the maps of ``userns_fd``;
-    ``path`` only names the mount in errors."""
-    attr = _MountAttr(attr_set=MOUNT_ATTR_IDMAP, userns_fd=userns_fd)
+    """``mount_setattr(fd, "", AT_EMPTY_PATH, {MOUNT_ATTR_IDMAP, userns_fd, MS_SLAVE})``:
+    ID-map the detached mount ``fd`` (and its submounts when ``recursive``) by the maps of
+    ``userns_fd``, and make it a slave of its source's peer group (mounts made later under the
+    source reach it; nothing done under it reaches the source, an unmount included); ``path``
+    only names the mount in errors."""
+    attr = _MountAttr(attr_set=MOUNT_ATTR_IDMAP, userns_fd=userns_fd, propagation=MS_SLAVE)
     flags = AT_EMPTY_PATH | (AT_RECURSIVE if recursive else 0)
     _check(_syscall(_SYS_MOUNT_SETATTR, ctypes.c_int(fd), b"", ctypes.c_uint(flags),
                     ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))),

@@ -31,6 +31,7 @@ from podkit.pods.network import default_network_config, default_networks
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
+    USERNS_STEPS,
     Container,
     ContainerFilter,
     ContainerState,
@@ -55,6 +56,7 @@ from podkit.pods.sandbox_spec import (
 __all__ = [
     "INFRALESS_STEPS",
     "SANDBOX_STEPS",
+    "USERNS_STEPS",
     "Container",
     "ContainerFilter",
     "ContainerState",

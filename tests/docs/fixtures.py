@@ -215,12 +215,13 @@ def _start_on_5000(d: Path, start: Callable[..., Any]) -> tuple[Any, str]:
 FIXTURES = [
     Fixture("busybox rootfs /srv/busybox", (
         "README.md#3", "docs/pods.md#1", "docs/pods.md#3", "docs/cli.md#1", "docs/cli-pod.md#1",
-        "docs/cri.md#1", "docs/kube.md#5"),
+        "docs/cri.md#1", "docs/kube.md#5", "docs/userns.md#1"),
         make_busybox),
     Fixture("busybox rootfs /srv/busybox-rootfs", ("docs/runtime.md#1",), make_runtime_busybox),
     Fixture("bundle /var/lib/podkit/bundles/web (cat, hostname web)", ("docs/runtime.md#3",),
             make_conmon_bundle),
-    Fixture("web root /srv/www (index.html)", ("docs/pods.md#1",), make_www),
+    Fixture("web root /srv/www (index.html)", ("docs/pods.md#1", "docs/userns.md#1"),
+            make_www),
     Fixture("runc spec bundle /srv/bundle (busybox rootfs, user app)", ("docs/oci.md#1",),
             make_runc_bundle),
     Fixture("rootfs /srv/web/rootfs with www-data", ("docs/oci.md#2",), make_web_rootfs),

@@ -140,7 +140,7 @@ def mounts_under(directory: str | os.PathLike[str]) -> list[str]:
             point = _unescape(line.split(" ", 5)[4])
             if point == top or point.startswith(top.rstrip("/") + "/"):
                 found.add(point)
-    return sorted(found, key=lambda p: (-p.count("/"), p))
+    return sorted(found, key=lambda p: (-len(Path(p).parts), p))
 
 
 def unmount_under(directory: str | os.PathLike[str]) -> None:

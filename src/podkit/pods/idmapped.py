@@ -41,7 +41,9 @@ def stage(config: ContainerConfig, directory: Path, userns: idmap.UserNamespace,
     ``directory``, mapped by ``userns``. A source that is missing, or on a file system that
     cannot map, is a ``ContainerConfigError`` naming the mount; nothing is left then."""
     root = userns.ids.root
-    directory.parent.mkdir(mode=0o711, exist_ok=True)
+    if not directory.parent.is_dir():
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory.parent, 0o711)  # whatever the umask: a rootfs view is reached
     directory.mkdir(mode=0o700)
     if rootfs and root is not None:  # the runtime reaches the rootfs as the pod's root
         os.chown(directory, -1, root[1])

@@ -35,6 +35,7 @@ from podkit.pods.pause import PauseRootfs
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
+    USERNS_STEPS,
     Container,
     ContainerStats,
     PauseConfig,
@@ -264,7 +265,8 @@ class SandboxManager(ContainerLifecycle):
 
         Order (containerd): reserve the name, create the netns, CNI ADD, write the sandbox files
         (hostname, hosts, resolv.conf, a 64 MiB tmpfs for /dev/shm), create and start the pause
-        (``SANDBOX_STEPS``; without a pause, ``INFRALESS_STEPS``: IPC and UTS pinned instead).
+        (``SANDBOX_STEPS``; ``USERNS_STEPS`` for a pod with its own user namespace; without a
+        pause, ``INFRALESS_STEPS``: IPC and UTS pinned instead).
         """
         sb = self._new_sandbox(config)
         self.registry.reserve(sb.name, sb.id, "pod")
@@ -322,10 +324,10 @@ class SandboxManager(ContainerLifecycle):
         the record in memory lists the steps taken or under way, so a failure here undoes
         those.
         """
-        planned = [step for step in (SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS)
+        steps = (INFRALESS_STEPS if self.pause is None else
+                 USERNS_STEPS if userns.pod_id_map(sb.config) is not None else SANDBOX_STEPS)
+        planned = [step for step in steps
                    if not (sb.host_network and step in ("netns", "network"))]
-        if userns.pod_id_map(sb.config) is not None:  # pinned from its netns, for the pause
-            planned.insert(planned.index("pause"), "userns")
         if "netns" in planned:
             sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")
         if "pause" in planned:  # what undoing the pause removes leftovers of

@@ -3,8 +3,9 @@
 A pod's record lists the names of the steps whose effects exist (``Sandbox.steps``), written
 before each step is taken, so a failure, ``remove_sandbox`` or a later ``recover()`` undoes
 exactly those, in reverse, by looking each name up in the manager's table
-(``SandboxManager.steps``). The names and their order are ``SANDBOX_STEPS`` (with a pause)
-and ``INFRALESS_STEPS`` (without); records written by earlier versions use the same names.
+(``SandboxManager.steps``). The names and their order are ``SANDBOX_STEPS`` (with a pause),
+``USERNS_STEPS`` (a pod with its own user namespace) and ``INFRALESS_STEPS`` (without a
+pause); records written by earlier versions use the same names.
 
 :class:`SandboxSteps` does the work of each step for one manager; a test replaces one entry of
 a manager's table to make a step fail.
