@@ -9,6 +9,7 @@ Status test uses one to see the feature reported off).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -79,8 +80,6 @@ def _exec(h: Harness, cid: str, script: str) -> str:
 
 
 def _pid(h: Harness, cid: str) -> int:
-    import json
-
     st = h.rt.ContainerStatus(pb.ContainerStatusRequest(container_id=cid, verbose=True))
     return int(json.loads(st.info["info"])["pid"])
 
