@@ -34,6 +34,7 @@ from podkit.pods.config import (
     UserNamespace,
 )
 from podkit.sandbox import SandboxConfigError, SandboxManager
+from support import idmap_dir
 
 from ._pods import ctr_config, do_then_fail, leftovers, make_manager, pod_config
 
@@ -47,18 +48,13 @@ IMAGE = "localhost/pk-userns/busybox:1"
 def base(bridge: None, busybox_rootfs: Path) -> Iterator[Path]:
     """Dirs every user may search (a pod's root must reach its rootfs): a busybox rootfs
     directory (the pause's and a container's) and an image store with busybox."""
-    d = Path(tempfile.mkdtemp(prefix="podkit-userns-", dir="/var/tmp"))
-    d.chmod(0o711)
-    try:
+    with idmap_dir("podkit-userns-") as d:
         shutil.copytree(busybox_rootfs, d / "rootfs", symlinks=True)
         img = build_image([Layer().tree(busybox_rootfs).bytes()], ["gzip"],
                           {"Env": ["PATH=/bin"], "Cmd": ["sleep", "3600"]})
         layout = write_layout(d / "layout", [(img.descriptor, None)], img.blobs)
         import_image(ImageStore(d / "images"), layout, IMAGE)
         yield d
-    finally:
-        idmap.unmount_under(d)
-        shutil.rmtree(d, ignore_errors=True)
 
 
 @pytest.fixture
@@ -73,7 +69,7 @@ def mgr(base: Path) -> Iterator[SandboxManager]:
         m.remove_all()
         m.close()
     assert leftovers(work, m) == []
-    assert idmap.mounts_under(base) == []
+    assert idmap.mounts_under(base) in ([], [str(base)])  # (an ext4 image on tmpfs)
     assert not any((work / "root" / "mounts").glob("*"))
 
 
