@@ -99,7 +99,8 @@ def idmap_dir(prefix: str) -> Iterator[Path]:
             with open(image, "wb") as f:
                 f.truncate(2 << 30)  # sparse
             subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, env=_SBIN_PATH)
-            subprocess.run(["modprobe", "loop"], check=False, capture_output=True, env=_SBIN_PATH)
+            if shutil.which("modprobe", path=_SBIN_PATH["PATH"]):  # loop may be a module
+                subprocess.run(["modprobe", "loop"], capture_output=True, env=_SBIN_PATH)
             subprocess.run(["mount", "-o", "loop", str(image), str(d)], check=True, env=_SBIN_PATH)
             d.chmod(0o711)
             require(idmap.supported(d) == "", f"ID-mapped mounts on ext4: {idmap.supported(d)}")
