@@ -99,9 +99,12 @@ def idmap_dir(prefix: str) -> Iterator[Path]:
             with open(image, "wb") as f:
                 f.truncate(2 << 30)  # sparse
             subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, env=_SBIN_PATH)
-            if shutil.which("modprobe", path=_SBIN_PATH["PATH"]):  # loop may be a module
-                subprocess.run(["modprobe", "loop"], capture_output=True, env=_SBIN_PATH)
-            subprocess.run(["mount", "-o", "loop", str(image), str(d)], check=True, env=_SBIN_PATH)
+            kernel = Path("/proc/sys/kernel/modprobe")  # the helper the kernel loads modules by
+            helper = kernel.read_text().strip() if kernel.exists() else ""
+            for module in ("loop", "ext4") if helper and os.path.exists(helper) else ():
+                subprocess.run([helper, module], capture_output=True, env=_SBIN_PATH)
+            subprocess.run(["mount", "-t", "ext4", "-o", "loop", str(image), str(d)], check=True,
+                           env=_SBIN_PATH)
             d.chmod(0o711)
             require(idmap.supported(d) == "", f"ID-mapped mounts on ext4: {idmap.supported(d)}")
         yield d
