@@ -18,27 +18,21 @@ from typing import Any
 import grpc
 import pytest
 
-import _leaks
 from cri.helpers import (
-    BUSYBOX,
-    PAUSE,
+    USERNS_HOST_ID,
+    USERNS_SIZE,
     Harness,
     container_config,
-    import_images,
-    pod_config,
-    start_cri_serve,
-    stop_cri_serve,
-    write_cni_conf,
+    mapped_processes,
+    userns_pod,
 )
 from podkit import idmap
 from podkit.cri import api_pb2 as pb
-from podkit.cri import api_pb2_grpc
 from support import idmap_dir, require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 
-HOST_ID = 65536 * 300  # a kubelet-shaped range: a multiple of 65536, 65536 long
-SIZE = 65536
+HOST_ID, SIZE = USERNS_HOST_ID, USERNS_SIZE
 
 
 @pytest.fixture(scope="module", params=["runc", "crun"])
@@ -55,15 +49,6 @@ def userns_harness(request: pytest.FixtureRequest, bridge: None,
         finally:
             h.close()
         assert idmap.mounts_under(base) in ([], [str(base)]), "mounts left under the dirs"
-
-
-def userns_pod(host_id: int = HOST_ID, **kw: Any) -> pb.PodSandboxConfig:
-    cfg = pod_config(**kw)
-    u = cfg.linux.security_context.namespace_options.userns_options
-    u.mode = pb.POD
-    u.uids.add(host_id=host_id, container_id=0, length=SIZE)
-    u.gids.add(host_id=host_id, container_id=0, length=SIZE)
-    return cfg
 
 
 def _exec(h: Harness, cid: str, script: str) -> str:
@@ -129,27 +114,14 @@ def test_pod_runs_in_its_own_user_namespace(userns_harness: Harness) -> None:
         assert _host_ids(_pid(h, other))[0] == HOST_ID + 1000
         assert (os.readlink(f"/proc/{_pid(h, other)}/ns/user")
                 == os.readlink(f"/proc/{_pid(h, cid)}/ns/user"))
-        assert {_pid(h, cid), _pid(h, other)} < set(_mapped_processes(HOST_ID))  # + the pause
+        assert {_pid(h, cid), _pid(h, other)} < set(mapped_processes(HOST_ID))  # + the pause
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
     assert _pod_mounts(h) == []
     assert h.manager.runtime.list() == []
-    assert _mapped_processes(HOST_ID) == []  # the pause, containers and the holder are gone
+    assert mapped_processes(HOST_ID) == []  # the pause, containers and the holder are gone
     assert not (h.base / "root" / "sandboxes" / sid).exists()
     assert [n for n in os.listdir("/run/netns") if n.startswith("pk-cri-")] == []
-
-
-def _mapped_processes(host_id: int) -> list[int]:
-    """The processes of this host in a user namespace whose root is ``host_id``."""
-    out = []
-    for d in Path("/proc").iterdir():
-        try:
-            first = (d / "uid_map").read_text().split()[:2] if d.name.isdigit() else []
-        except OSError:
-            continue
-        if first == ["0", str(host_id)]:
-            out.append(int(d.name))
-    return out
 
 
 def _pod_mounts(h: Harness) -> list[str]:
@@ -243,7 +215,7 @@ def test_every_refusal_names_the_field(userns_harness: Harness) -> None:
     assert h.manager.list_sandboxes() == []
     assert _pod_mounts(h) == []
     assert [n for n in os.listdir("/run/netns") if n.startswith("pk-cri-")] == []
-    assert _mapped_processes(HOST_ID) == []
+    assert mapped_processes(HOST_ID) == []
 
 
 def test_container_refusals_name_the_field(userns_harness: Harness) -> None:
@@ -279,52 +251,3 @@ def test_container_refusals_name_the_field(userns_harness: Harness) -> None:
     finally:
         h.rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
 
-
-def test_podkit_cri_serve_restart_keeps_the_pods_user_namespace(
-        bridge: None, image_layouts: dict[str, Path]) -> None:
-    """``podkit cri serve`` as a child process: a userns pod survives the server's restart,
-    and a container created by the new server joins the pod's user namespace (its pin)."""
-    require_isolated()
-    require_binary("runc")
-    require_binary("conmon")
-    with idmap_dir("podkit-userns-cli-") as base:
-        root = base / "root"
-        import_images(root, image_layouts)
-        conf = write_cni_conf(base / "net")
-        _leaks.register_runtime_root(root / "cri" / "state" / "runc")
-        _leaks.register_ipam_dir(base / "net" / "ipam")
-        sock = base / "cri.sock"
-        args = ["--root", str(root), "--cni-conf-dir", str(conf), "--cni-bin-dir",
-                "/usr/lib/cni", "--runtime", "runc", "--pause-image", PAUSE]
-        proc, channel = start_cri_serve(sock, *args)
-        try:
-            rt = api_pb2_grpc.RuntimeServiceStub(channel)
-            st = rt.Status(pb.StatusRequest())
-            assert all(h.features.user_namespaces for h in st.runtime_handlers)
-            cfg = userns_pod()
-            sid = rt.RunPodSandbox(pb.RunPodSandboxRequest(config=cfg)).pod_sandbox_id
-            first = rt.CreateContainer(pb.CreateContainerRequest(
-                pod_sandbox_id=sid, config=container_config("first", ["sleep", "3600"]),
-                sandbox_config=cfg)).container_id
-            rt.StartContainer(pb.StartContainerRequest(container_id=first))
-        finally:
-            stop_cri_serve(proc, channel)
-        proc, channel = start_cri_serve(sock, *args)
-        try:
-            rt = api_pb2_grpc.RuntimeServiceStub(channel)
-            second = rt.CreateContainer(pb.CreateContainerRequest(
-                pod_sandbox_id=sid, config=container_config("second", ["sleep", "3600"],
-                                                            image=BUSYBOX),
-                sandbox_config=cfg)).container_id
-            rt.StartContainer(pb.StartContainerRequest(container_id=second))
-            for cid in (first, second):
-                res = rt.ExecSync(pb.ExecSyncRequest(
-                    container_id=cid, cmd=["cat", "/proc/self/uid_map"], timeout=20))
-                assert res.stdout.split() == [b"0", str(HOST_ID).encode(), str(SIZE).encode()]
-            users = {os.readlink(f"/proc/{p}/ns/user") for p in _mapped_processes(HOST_ID)}
-            assert len(users) == 1  # pause, first and second: one user namespace
-            rt.RemovePodSandbox(pb.RemovePodSandboxRequest(pod_sandbox_id=sid))
-            assert _mapped_processes(HOST_ID) == []
-            assert [m for m in idmap.mounts_under(root) if "/cri-pause-" not in m] == []
-        finally:
-            stop_cri_serve(proc, channel)
