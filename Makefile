@@ -83,7 +83,8 @@ CGROUPV2_VM_ARGS ?=
 CGROUPV2_TESTS ?= tests/test_cgroups.py tests/runtime tests/sandbox/test_manager_integration.py \
 	tests/sandbox/test_manager_containers.py tests/cri/test_server.py \
 	tests/sandbox/test_cgroup_driver.py tests/cri/test_cgroup_driver.py \
-	tests/sandbox/test_resources_v2.py tests/cri/test_resources.py
+	tests/sandbox/test_resources_v2.py tests/cri/test_resources.py \
+	tests/cri/test_userns.py tests/sandbox/test_userns_integration.py
 CGROUPV2_PYTEST_ARGS ?= -q -m integration --tb=line -rfE
 .PHONY: test-cgroupv2
 test-cgroupv2: venv system-deps

@@ -32,7 +32,8 @@ CGROUP_PREFIXES = ("pk-", "pk_", "podkit")  # pk_: test slices (pk_x.slice, no '
 NAMESPACE_CGROUPS = ("podkit",)
 SCOPE_PREFIX = "cri-podkit-"  # the systemd driver's scopes: cri-podkit-<id>.scope
 SYSTEMD_RUN_DIR = "/run/systemd/system"
-MOUNT_PREFIXES = ("/run/netns/", "/tmp/pytest-", "/var/lib/podkit", "/run/podkit")
+MOUNT_PREFIXES = ("/run/netns/", "/tmp/pytest-", "/var/lib/podkit", "/run/podkit",
+                  "/var/tmp/podkit-")  # the last: support.idmap_dir
 IPAM_BOOKKEEPING = ("lock",)  # host-local's own files; last_reserved_ip.N is matched by prefix
 
 _runtime_roots: set[str] = set()

@@ -6,9 +6,12 @@ with ``PODKIT_REQUIRE_INTEGRATION=1`` (CI) it fails instead, so nothing is hidde
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 REQUIRE_INTEGRATION = os.environ.get("PODKIT_REQUIRE_INTEGRATION") == "1"
 ISOLATED = os.environ.get("PODKIT_ISOLATED") == "1"
 BUSYBOX = Path("/bin/busybox")
+_SBIN_PATH = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 def require(condition: object, reason: str) -> None:
@@ -75,3 +79,36 @@ def make_busybox_rootfs(dest: Path) -> Path:
     )
     (dest / "tmp").chmod(0o1777)
     return dest
+
+
+@contextlib.contextmanager
+def idmap_dir(prefix: str) -> Iterator[Path]:
+    """A new directory every user may search (a pod's root in a user namespace must reach its
+    rootfs; pytest's temp dirs are root's only), on a file system that takes ID-mapped mounts:
+    under /var/tmp, or, where that cannot map (the cgroup-v2 guest: tmpfs before Linux 6.3), an
+    ext4 image mounted there (``PODKIT_TEST_IDMAP_LOOP=1`` forces it). Removed afterwards,
+    whatever is still mounted inside unmounted first."""
+    from podkit import idmap
+
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+    d.chmod(0o711)
+    image = d.with_name(d.name + ".ext4")
+    try:
+        if idmap.supported(d) or os.environ.get("PODKIT_TEST_IDMAP_LOOP") == "1":
+            require_root()
+            with open(image, "wb") as f:
+                f.truncate(2 << 30)  # sparse
+            subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, env=_SBIN_PATH)
+            kernel = Path("/proc/sys/kernel/modprobe")  # the helper the kernel loads modules by
+            helper = kernel.read_text().strip() if kernel.exists() else ""
+            for module in ("loop", "ext4") if helper and os.path.exists(helper) else ():
+                subprocess.run([helper, module], capture_output=True, env=_SBIN_PATH)
+            subprocess.run(["mount", "-t", "ext4", "-o", "loop", str(image), str(d)], check=True,
+                           env=_SBIN_PATH)
+            d.chmod(0o711)
+            require(idmap.supported(d) == "", f"ID-mapped mounts on ext4: {idmap.supported(d)}")
+        yield d
+    finally:
+        idmap.unmount_under(d)
+        shutil.rmtree(d, ignore_errors=True)
+        image.unlink(missing_ok=True)

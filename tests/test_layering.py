@@ -27,7 +27,7 @@ PACKAGE = "podkit"
 # part -> (layer rank, module prefixes). A module belongs to the part of its longest prefix.
 PARTS: dict[str, tuple[int, tuple[str, ...]]] = {
     "base": (0, ("podkit.errors", "podkit._files", "podkit._lazy", "podkit._linux", "podkit._proc",
-              "podkit._trash", "podkit.procfs", "podkit.cgroups")),
+              "podkit._trash", "podkit.procfs", "podkit.cgroups", "podkit.idmap")),
     "oci": (1, ("podkit.oci",)),
     "cdi": (2, ("podkit.cdi",)),
     "cni": (2, ("podkit.cni",)),

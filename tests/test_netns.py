@@ -509,3 +509,51 @@ def test_shm_mount_and_unmount_failures_are_netns_errors(tmp_path: Path) -> None
     assert [t for t, _ in mount_entries(shm)] == ["tmpfs", "tmpfs"]
     netns.unmount_all(shm)
     assert mount_entries(shm) == []
+
+
+@pytest.mark.integration
+def test_attach_pins_a_namespace_a_user_namespace_owns(ns_dir: Path) -> None:
+    from podkit import idmap
+
+    with idmap.Holder(idmap.IDMap.single(700000, 10), also=("net",)) as holder:
+        made = ns_inode(holder.path("net"))
+        user = os.readlink(holder.path("user"))
+        ns = netns.attach(unique("att-"), holder.path("net"), dir=ns_dir, loopback_up=True)
+    try:
+        assert ns.exists() and ns_inode(ns.path) == made  # outlives the holder
+        assert ns.run(links_inside) == [("lo", True)]
+        owner = idmap.owner(ns.path)
+        try:
+            assert os.readlink(f"/proc/self/fd/{owner}") == user
+        finally:
+            os.close(owner)
+    finally:
+        ns.remove()
+    assert os.listdir(ns_dir) == []
+
+
+@pytest.mark.integration
+def test_attach_refuses_what_is_no_network_namespace(ns_dir: Path) -> None:
+    with pytest.raises(netns.InvalidArgumentError, match="not a network namespace"):
+        netns.attach(unique(), "/proc/self/ns/ipc", dir=ns_dir)
+    with pytest.raises(netns.NotFoundError):
+        netns.attach(unique(), ns_dir / "missing", dir=ns_dir)
+    assert not ns_dir.exists() or os.listdir(ns_dir) == []
+
+
+@pytest.mark.integration
+def test_pin_and_unpin_any_namespace(tmp_path: Path) -> None:
+    require_isolated()
+    pin = tmp_path / "user"
+    netns.pin("/proc/self/ns/user", pin)
+    try:
+        assert ns_inode(pin) == ns_inode("/proc/self/ns/user")
+        with pytest.raises(netns.NetNSError, match=f"create the pin file {pin}"):
+            netns.pin("/proc/self/ns/user", pin)  # taken
+    finally:
+        netns.unpin(pin)
+    assert not pin.exists() and mount_entries(pin) == []
+    netns.unpin(pin)  # idempotent
+    with pytest.raises(netns.NetNSError, match=f"pin /nonexistent on {pin}"):
+        netns.pin("/nonexistent", pin)
+    assert not pin.exists()

@@ -1,8 +1,10 @@
 """The Linux calls the standard library lacks, on one ctypes handle of libc.
 
 ``mount``, ``umount2``, ``unshare``, ``setns``, ``sethostname``, ``prctl`` (child subreaper),
-``statfs`` (file system type), ``sync_file_range`` and glibc's ``mallopt`` (the arena cap,
-the mmap threshold) and ``malloc_trim``.
+``statfs`` (file system type), ``sync_file_range``, glibc's ``mallopt`` (the arena cap,
+the mmap threshold) and ``malloc_trim``, and the new mount API calls ID-mapped mounts need
+(``open_tree``, ``mount_setattr``, ``move_mount``, through ``syscall``: glibc 2.36 has no
+wrappers).
 Each raises ``OSError`` with the errno and the path it was about; callers turn that into their
 own error kinds.
 """
@@ -14,12 +16,19 @@ import ctypes.util
 import os
 
 MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
-MS_BIND, MS_REC, MS_SHARED = 0x1000, 0x4000, 1 << 20
+MS_BIND, MS_REC, MS_SLAVE, MS_SHARED = 0x1000, 0x4000, 1 << 19, 1 << 20
 MNT_DETACH, UMOUNT_NOFOLLOW = 0x2, 0x8
 CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWNET = 0x04000000, 0x08000000, 0x40000000
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 SYNC_FILE_RANGE_WRITE = 2
 M_MMAP_THRESHOLD, M_ARENA_MAX = -3, -8  # glibc's malloc.h
+CLONE_NEWUSER = 0x10000000
+AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
+OPEN_TREE_CLONE = 1
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_IDMAP = 0x100000
+# the same numbers on every architecture but alpha (asm-generic/unistd.h, from Linux 5.2/5.12)
+_SYS_OPEN_TREE, _SYS_MOVE_MOUNT, _SYS_MOUNT_SETATTR = 428, 429, 442
 
 
 def _load_libc() -> ctypes.CDLL:
@@ -40,6 +49,14 @@ libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
 libc.statfs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
 libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+libc.syscall.restype = ctypes.c_long
+
+
+class _MountAttr(ctypes.Structure):
+    """``struct mount_attr`` (``MOUNT_ATTR_SIZE_VER0``, 32 bytes)."""
+
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
 def _check(ret: int, what: str, path: str | os.PathLike[str] | None = None) -> None:
@@ -143,3 +160,39 @@ def malloc_trim() -> bool:
         return False
     trim.argtypes = [ctypes.c_size_t]
     return bool(trim(0))
+
+
+def _syscall(number: int, *args: object) -> int:
+    return int(libc.syscall(ctypes.c_long(number), *args))
+
+
+def open_tree(path: str | os.PathLike[str], flags: int) -> int:
+    """``open_tree(AT_FDCWD, path, flags)``: with ``OPEN_TREE_CLONE`` a detached copy of the
+    mount at ``path`` (and its submounts with ``AT_RECURSIVE``), as a new file descriptor."""
+    fd = _syscall(_SYS_OPEN_TREE, ctypes.c_int(AT_FDCWD), _bytes(path),
+                  ctypes.c_uint(flags | os.O_CLOEXEC))
+    if fd < 0:
+        _check(fd, "open_tree", path)
+    return fd
+
+
+def mount_setattr_idmap(fd: int, userns_fd: int, *, recursive: bool,
+                        path: str | os.PathLike[str] = "") -> None:
+    """``mount_setattr(fd, "", AT_EMPTY_PATH, {MOUNT_ATTR_IDMAP, userns_fd, MS_SLAVE})``:
+    ID-map the detached mount ``fd`` (and its submounts when ``recursive``) by the maps of
+    ``userns_fd``, and make it a slave of its source's peer group (mounts made later under the
+    source reach it; nothing done under it reaches the source, an unmount included); ``path``
+    only names the mount in errors."""
+    attr = _MountAttr(attr_set=MOUNT_ATTR_IDMAP, userns_fd=userns_fd, propagation=MS_SLAVE)
+    flags = AT_EMPTY_PATH | (AT_RECURSIVE if recursive else 0)
+    _check(_syscall(_SYS_MOUNT_SETATTR, ctypes.c_int(fd), b"", ctypes.c_uint(flags),
+                    ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))),
+           "mount_setattr(MOUNT_ATTR_IDMAP)", path or None)
+
+
+def move_mount(fd: int, target: str | os.PathLike[str]) -> None:
+    """``move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)``: attach the detached
+    mount ``fd`` at ``target``."""
+    _check(_syscall(_SYS_MOVE_MOUNT, ctypes.c_int(fd), b"", ctypes.c_int(AT_FDCWD),
+                    _bytes(target), ctypes.c_uint(MOVE_MOUNT_F_EMPTY_PATH)),
+           "move_mount", target)

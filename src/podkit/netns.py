@@ -13,7 +13,9 @@ The caller's own namespace is never touched: creation and :func:`run_in` happen 
 thread that ends afterwards. Netlink work (loopback up) goes through pyroute2.
 
 A pod without a pause container pins its IPC and UTS namespaces the same way
-(:func:`pin_namespaces`) and mounts its own /dev/shm (:func:`mount_shm`).
+(:func:`pin_namespaces`) and mounts its own /dev/shm (:func:`mount_shm`); a pod with a user
+namespace of its own gets a network namespace that namespace owns (:func:`attach`, from a
+process in it) and pins the user namespace too (:func:`pin`).
 """
 
 from __future__ import annotations
@@ -41,17 +43,20 @@ __all__ = [
     "NetNS",
     "NetNSError",
     "NotFoundError",
+    "attach",
     "create",
     "enter",
     "exists",
     "list_netns",
     "mount_shm",
     "open_netns",
+    "pin",
     "pin_namespaces",
     "release_dir",
     "remove",
     "run_in",
     "unmount_all",
+    "unpin",
 ]
 
 DEFAULT_DIR = "/var/run/netns"
@@ -325,6 +330,32 @@ def create(name: str, *, dir: StrPath = DEFAULT_DIR, loopback_up: bool = False) 
     namespace is made in a helper thread, so the caller's own namespace never changes. On
     failure no pin file and no mount are left behind; the directory setup is kept.
     """
+    def make(path: str) -> None:
+        _in_thread(lambda: _pin_new_namespace(path, loopback_up), f"podkit-netns-create-{name}")
+
+    return _pinned(name, dir, make, "create")
+
+
+def attach(name: str, source: StrPath, *, dir: StrPath = DEFAULT_DIR,
+           loopback_up: bool = False) -> NetNS:
+    """Pin the existing network namespace ``source`` (``/proc/<pid>/ns/net``, another pin)
+    at ``<dir>/<name>`` (``ip netns attach``), ``lo`` brought up with ``loopback_up``; its
+    handle. For a namespace another process made: one owned by a pod's user namespace
+    (``idmap.Holder(..., also=("net",))``). Failures leave nothing, as in :func:`create`.
+    """
+    src, fd = _open_ns_fd(source)
+    os.close(fd)
+
+    def make(path: str) -> None:
+        _mount(src, path, _MS_BIND)
+        if loopback_up:
+            run_in(path, _set_loopback_up)
+
+    return _pinned(name, dir, make, "attach")
+
+
+def _pinned(name: str, dir: StrPath, make: Callable[[str], None], what: str) -> NetNS:
+    """A pin file ``<dir>/<name>`` made, then ``make(path)`` pins on it; undone on failure."""
     try:
         validate_id(name, "netns name")
     except errors.InvalidArgumentError as e:
@@ -341,11 +372,11 @@ def create(name: str, *, dir: StrPath = DEFAULT_DIR, loopback_up: bool = False) 
         raise NetNSError(f"cannot create network namespace file {path}: {e.strerror}", path) from e
     os.close(fd)
     try:
-        _in_thread(lambda: _pin_new_namespace(path, loopback_up), f"podkit-netns-create-{name}")
+        make(path)
     except BaseException as e:
         _discard(path)
         if isinstance(e, OSError):
-            raise NetNSError(f"cannot create network namespace {path}: {e}", path) from e
+            raise NetNSError(f"cannot {what} network namespace {path}: {e}", path) from e
         raise
     return NetNS(path)
 
@@ -521,6 +552,28 @@ def unmount_all(path: StrPath) -> None:
             if exc.errno in (errno.EINVAL, errno.ENOENT):
                 return
             raise NetNSError(f"umount {p}: {os.strerror(exc.errno or 0)}", p) from None
+
+
+def pin(source: StrPath, path: StrPath) -> None:
+    """Pin the namespace file ``source`` (any kind: a pod's user namespace) on ``path``, a new
+    empty file bind-mounted from it; a :class:`NetNSError` naming both, nothing left."""
+    p = os.fspath(path)
+    try:
+        os.close(os.open(p, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444))
+    except OSError as exc:
+        raise NetNSError(f"create the pin file {p}: {exc.strerror}", p) from None
+    try:
+        _linux.mount(os.fspath(source), p, None, _MS_BIND)
+    except OSError as exc:
+        _discard(p)
+        raise NetNSError(f"pin {os.fspath(source)} on {p}: {exc.strerror}", p) from None
+
+
+def unpin(path: StrPath) -> None:
+    """Undo :func:`pin`: unmount ``path`` and remove the file; a missing one is fine."""
+    unmount_all(path)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def pin_namespaces(ns_dir: StrPath, kinds: Sequence[str], *, hostname: str = "",

@@ -33,6 +33,7 @@ from podkit.pods.pause import PauseExitedError
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
+    USERNS_STEPS,
     Container,
     ContainerFilter,
     ContainerState,
@@ -58,6 +59,7 @@ __all__ = [
     "BUILTIN_PAUSE_IMAGE",
     "INFRALESS_STEPS",
     "SANDBOX_STEPS",
+    "USERNS_STEPS",
     "Container",
     "ContainerFilter",
     "ContainerState",

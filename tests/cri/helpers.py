@@ -126,6 +126,36 @@ def pod_config(name: str = "", **kw: Any) -> Any:
     return cfg
 
 
+USERNS_HOST_ID, USERNS_SIZE = 65536 * 300, 65536
+"""The user namespace of :func:`userns_pod`: a kubelet-shaped range (a multiple of 65536)."""
+
+
+def userns_pod(host_id: int = USERNS_HOST_ID, **kw: Any) -> Any:
+    """:func:`pod_config` in a user namespace of its own (``userns_options`` POD) mapping
+    container IDs 0-65535 to ``host_id`` on, as kubelet sends it."""
+    from podkit.cri import api_pb2 as pb
+
+    cfg = pod_config(**kw)
+    u = cfg.linux.security_context.namespace_options.userns_options
+    u.mode = pb.POD
+    u.uids.add(host_id=host_id, container_id=0, length=USERNS_SIZE)
+    u.gids.add(host_id=host_id, container_id=0, length=USERNS_SIZE)
+    return cfg
+
+
+def mapped_processes(host_id: int) -> list[int]:
+    """The processes of this host in a user namespace whose root is host uid ``host_id``."""
+    out = []
+    for d in Path("/proc").iterdir():
+        try:
+            first = (d / "uid_map").read_text().split()[:2] if d.name.isdigit() else []
+        except OSError:
+            continue
+        if first == ["0", str(host_id)]:
+            out.append(int(d.name))
+    return out
+
+
 def container_config(name: str, command: list[str] | None = None, *,
                      image: str = BUSYBOX, **kw: Any) -> Any:
     """A CRI ContainerConfig for the busybox test image."""

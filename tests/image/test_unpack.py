@@ -26,6 +26,7 @@ from image.imagebuild import (
 from podkit.errors import AlreadyExistsError
 from podkit.image import (
     DigestMismatchError,
+    ImageError,
     ImageStore,
     UnsafeLayerError,
     UnsupportedMediaTypeError,
@@ -360,3 +361,65 @@ def test_deep_nesting_refused_without_leftovers(store: ImageStore, tmp_path: Pat
     rootfs = create_rootfs(store, ok, "pk-img-deep-ok", mode="copy")
     assert (rootfs.path / ("d/" * (MAX_DEPTH - 1) + "f")).is_file()
     remove_rootfs(store, "pk-img-deep-ok")
+
+
+def _shifted(t: dict[str, tuple[object, ...]], by: int) -> dict[str, tuple[object, ...]]:
+    """``tree()`` with every owner moved up by ``by`` (the owner fields by entry type)."""
+    where = {"l": (2, 3), "d": (2, 3), "f": (2, 3), "s": (3, 4)}
+    out = {}
+    for path, entry in t.items():
+        fields = list(entry)
+        for i in where[str(entry[0])]:
+            fields[i] = int(fields[i]) + by  # type: ignore[call-overload]
+        out[path] = tuple(fields)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["overlay", "copy"])
+def test_rootfs_for_a_user_namespace_shows_its_ids(store: ImageStore, ref: str,
+                                                   mode: str) -> None:
+    """ID-mapped layers (overlay) or a chowned copy: the same tree, owners shifted into the
+    namespace's host range; the shared snapshots keep theirs."""
+    from podkit import idmap
+
+    require_isolated()
+    host = 800000
+    plain = create_rootfs(store, ref, "pk-img-plain", mode="copy")
+    try:
+        expected = _shifted(tree(plain.path), host)
+    finally:
+        remove_rootfs(store, "pk-img-plain")
+    ids = idmap.IDMap.single(host, 65536)
+    with idmap.Holder(ids) as holder:
+        ns = idmap.UserNamespace(holder.path("user"), ids)
+        rootfs = create_rootfs(store, ref, f"pk-img-ns-{mode}", mode=mode, userns=ns)
+    try:
+        assert rootfs.mode == mode
+        got = tree(rootfs.path)
+        assert got == expected
+        assert (os.stat(rootfs.path).st_uid, os.stat(rootfs.path).st_gid) == (host, host)
+        meta = json.loads((store.root / "containers" / f"pk-img-ns-{mode}" / "rootfs.json")
+                          .read_text())
+        assert meta["idMap"] == {"uidMap": f"0 {host} 65536\n", "gidMap": f"0 {host} 65536\n"}
+        # the namespace's root writes and copies up; on disk the upper keeps the host IDs
+        new = rootfs.path / "app" / "hello"
+        os.chown(new, host + 5, host + 5)
+        assert os.stat(new).st_uid == host + 5
+        assert os.stat(unpack(store, ref)[1] / "app" / "hello").st_uid == 1000  # untouched
+        assert not (store.root / "containers" / f"pk-img-ns-{mode}" / "layers").exists()
+    finally:
+        remove_rootfs(store, f"pk-img-ns-{mode}")
+    assert not rootfs.path.exists()
+    assert idmap.mounts_under(store.root) == []
+
+
+def test_rootfs_for_a_user_namespace_that_is_gone_leaves_nothing(store: ImageStore,
+                                                                 ref: str) -> None:
+    from podkit import idmap
+
+    require_isolated()
+    ns = idmap.UserNamespace("/proc/self/ns/net", idmap.IDMap.single(800000, 65536))
+    with pytest.raises(ImageError, match="is not a user namespace"):
+        create_rootfs(store, ref, "pk-img-badns", mode="overlay", userns=ns)
+    assert not (store.root / "containers" / "pk-img-badns").exists()
+    assert idmap.mounts_under(store.root) == []

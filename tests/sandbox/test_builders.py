@@ -156,7 +156,8 @@ def test_sandbox_resources_become_annotations() -> None:
         ({"ipc": NamespaceMode.TARGET}, "namespace_options.ipc: TARGET"),
         ({"pid": NamespaceMode.TARGET}, "namespace_options.pid: TARGET"),
         ({"userns_options": UserNamespace(mode=NamespaceMode.CONTAINER)}, "userns_options.mode"),
-        ({"userns_options": UserNamespace(mode=NamespaceMode.POD)}, "exactly one uid"),
+        ({"userns_options": UserNamespace(mode=NamespaceMode.POD)},
+         r"userns_options\.uids: mode POD needs a mapping"),
     ],
 )
 def test_sandbox_bad_namespace_options(kwargs: dict[str, Any], message: str) -> None:

@@ -26,7 +26,14 @@ from podkit.pods.config import (
 from podkit.pods.rules import infraless_pid_namespace
 from podkit.pods.steps import Step, undo_steps
 from podkit.runtime.testing import FakeRuntime
-from podkit.sandbox import INFRALESS_STEPS, SANDBOX_STEPS, PauseConfig, Sandbox, SandboxManager
+from podkit.sandbox import (
+    INFRALESS_STEPS,
+    SANDBOX_STEPS,
+    USERNS_STEPS,
+    PauseConfig,
+    Sandbox,
+    SandboxManager,
+)
 
 from ._fakes import FakeSupervisor, host_pod
 
@@ -73,7 +80,7 @@ def test_every_recorded_name_is_in_the_table(tmp_path: Path) -> None:
     m = SandboxManager(tmp_path / "root", tmp_path / "state", rt, None,
                        supervisor=FakeSupervisor(rt))
     try:
-        assert set(SANDBOX_STEPS) | set(INFRALESS_STEPS) == set(m.steps)
+        assert set(SANDBOX_STEPS) | set(INFRALESS_STEPS) | set(USERNS_STEPS) == set(m.steps)
         assert all(name == step.name for name, step in m.steps.items())
     finally:
         m.close()

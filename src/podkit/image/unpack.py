@@ -15,6 +15,11 @@ plus a per-container ``upper``/``work`` dir) or, when overlay is not available, 
 applies the snapshots base first, interpreting those whiteouts and opaque dirs. ``trusted.
 overlay.*`` xattrs inside a layer tar are ignored, never applied.
 
+A rootfs for a container in a user namespace (``userns=``) shows the image's files owned by
+that namespace's IDs: the overlay gets ID-mapped lower layers (``idmap.mount_idmapped``; the
+snapshots stay as they are, shared) and an upper dir owned by the namespace's root; a copy is
+chowned as it is made (host ID = ``IDMap.host_uid``; IDs the maps lack become 65534).
+
 Entries that would escape the snapshot (absolute paths, ``..``, paths through a symlink,
 hardlinks outside) or nest deeper than :data:`MAX_DEPTH` are refused with
 :class:`UnsafeLayerError` naming the layer and the entry.
@@ -38,7 +43,7 @@ from typing import Any
 
 import attrs
 
-from podkit import _linux, _trash
+from podkit import _linux, _trash, idmap
 from podkit._files import atomic_write, file_lock, fsync_dir, validate_id
 from podkit.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, quote
 from podkit.image.descriptor import Descriptor, layer_compression
@@ -511,8 +516,19 @@ def overlay_supported() -> bool:
     return has and os.geteuid() == 0
 
 
-def _copy_meta(src: str, dst: str, st: os.stat_result) -> None:
-    _chown(dst, st.st_uid, st.st_gid)
+_OVERFLOW_ID = 65534  # what the kernel shows for an ID a namespace does not map
+
+
+def _owner(st: os.stat_result, ids: idmap.IDMap | None) -> tuple[int, int]:
+    """The owner a copy of a file gets: the same, or its host IDs under ``ids``."""
+    if ids is None:
+        return st.st_uid, st.st_gid
+    uid, gid = ids.host_uid(st.st_uid), ids.host_gid(st.st_gid)
+    return (_OVERFLOW_ID if uid is None else uid), (_OVERFLOW_ID if gid is None else gid)
+
+
+def _copy_meta(src: str, dst: str, st: os.stat_result, ids: idmap.IDMap | None) -> None:
+    _chown(dst, *_owner(st, ids))
     if not stat.S_ISLNK(st.st_mode):
         os.chmod(dst, stat.S_IMODE(st.st_mode))
     for name in os.listxattr(src, follow_symlinks=False):
@@ -524,8 +540,10 @@ def _copy_meta(src: str, dst: str, st: os.stat_result) -> None:
     os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
-def _apply_snapshot(src: str, dst: str, links: dict[tuple[int, int], str]) -> None:
-    """Apply one overlay-format snapshot dir onto ``dst`` (copy mode)."""
+def _apply_snapshot(src: str, dst: str, links: dict[tuple[int, int], str],
+                    ids: idmap.IDMap | None = None) -> None:
+    """Apply one overlay-format snapshot dir onto ``dst`` (copy mode; owners shifted by
+    ``ids``)."""
     try:
         opaque = os.getxattr(src, OPAQUE_XATTR) == b"y"
     except OSError:
@@ -553,8 +571,8 @@ def _apply_snapshot(src: str, dst: str, links: dict[tuple[int, int], str]) -> No
                 existing = None
             if existing is None:
                 os.mkdir(d, 0o700)
-            _apply_snapshot(s, d, links)
-            _copy_meta(s, d, st)
+            _apply_snapshot(s, d, links, ids)
+            _copy_meta(s, d, st, ids)
             continue
         if existing is not None:
             _remove(d)
@@ -572,7 +590,7 @@ def _apply_snapshot(src: str, dst: str, links: dict[tuple[int, int], str]) -> No
             continue  # sockets are not image content
         if st.st_nlink > 1:
             links[key] = d
-        _copy_meta(s, d, st)
+        _copy_meta(s, d, st, ids)
 
 
 def _container_dir(store: ImageStore, container_id: str) -> Path:
@@ -586,12 +604,15 @@ def rootfs_path(store: ImageStore, container_id: str) -> Path:
 
 
 def create_rootfs(store: ImageStore, ref: Image | Reference | str, container_id: str, *,
-                  mode: str = "auto", readonly: bool = False) -> Rootfs:
+                  mode: str = "auto", readonly: bool = False,
+                  userns: idmap.UserNamespace | None = None) -> Rootfs:
     """Make a root filesystem for ``container_id`` from an image.
 
     ``mode``: ``overlay`` (mount the snapshots plus a private upper dir), ``copy`` (a private
     copy of the layers), or ``auto`` (overlay when available, else copy). ``readonly`` mounts
-    the overlay without an upper dir. On any error nothing is left behind.
+    the overlay without an upper dir. ``userns``: the files show owned by that user
+    namespace's IDs (ID-mapped layers; a chowned copy where the snapshots' file system cannot
+    map them, in ``auto`` mode). On any error nothing is left behind.
     """
     if mode not in ("auto", "overlay", "copy"):
         raise InvalidArgumentError(f"invalid rootfs mode {mode!r}: want auto, overlay or copy")
@@ -609,15 +630,18 @@ def create_rootfs(store: ImageStore, ref: Image | Reference | str, container_id:
             use = mode
             if use == "auto":
                 use = "overlay" if overlay_supported() else "copy"
-            meta = {"containerId": container_id, "image": image.name, "mode": use,
-                    "chainIds": image.chain_ids, "path": str(target)}
+            meta: dict[str, Any] = {
+                "containerId": container_id, "image": image.name, "mode": use,
+                "chainIds": image.chain_ids, "path": str(target)}
+            if userns is not None:
+                meta["idMap"] = {"uidMap": userns.ids.uid_map(), "gidMap": userns.ids.gid_map()}
             atomic_write(cdir / "rootfs.json", json.dumps(meta, indent=2) + "\n")
             lowers = unpack(store, image)
             target.mkdir(mode=0o755)
             if use == "overlay":
                 try:
-                    _mount_rootfs(cdir, lowers, readonly)
-                except OSError as e:
+                    _mount_rootfs(cdir, lowers, readonly, userns)
+                except (OSError, idmap.IDMapError) as e:
                     if mode == "overlay":
                         raise ImageError(
                             f"cannot mount overlay rootfs for {container_id!r} from "
@@ -628,16 +652,46 @@ def create_rootfs(store: ImageStore, ref: Image | Reference | str, container_id:
                     atomic_write(cdir / "rootfs.json", json.dumps(meta, indent=2) + "\n")
             if use == "copy":
                 links: dict[tuple[int, int], str] = {}
+                ids = userns.ids if userns is not None else None
                 for lower in lowers:
                     links.clear()
-                    _apply_snapshot(str(lower), str(target), links)
+                    _apply_snapshot(str(lower), str(target), links, ids)
+                if ids is not None and ids.root is not None:
+                    _chown(str(target), *ids.root)
         except BaseException:
             _cleanup(cdir)
             raise
     return Rootfs(container_id, image.name, target, use, tuple(image.chain_ids))
 
 
-def _mount_rootfs(cdir: Path, lowers: list[Path], readonly: bool) -> None:
+def _mount_rootfs(cdir: Path, lowers: list[Path], readonly: bool,
+                  userns: idmap.UserNamespace | None = None) -> None:
+    if userns is None:
+        _mount_layers(cdir, lowers, readonly, None)
+        return
+    staged = cdir / "layers"  # each snapshot ID-mapped here until the overlay holds it
+    staged.mkdir()
+    fd = idmap.open_user_namespace(userns.path)
+    try:
+        mapped = []
+        for i, lower in enumerate(lowers):
+            (staged / str(i)).mkdir()
+            idmap.mount_idmapped(lower, staged / str(i), fd, recursive=False)
+            mapped.append(staged / str(i))
+        _mount_layers(cdir, mapped, readonly, userns.ids.root)
+    finally:
+        os.close(fd)
+        for i in range(len(lowers)):
+            idmap.unmount(staged / str(i))
+            with contextlib.suppress(FileNotFoundError):
+                (staged / str(i)).rmdir()
+        staged.rmdir()
+
+
+def _mount_layers(cdir: Path, lowers: list[Path], readonly: bool,
+                  root: tuple[int, int] | None) -> None:
+    """The overlay of ``lowers`` (base first) on ``cdir/rootfs``; its upper dir owned by
+    ``root`` when given (the merged root dir is the upper's)."""
     target = cdir / "rootfs"
     upper, work = cdir / "upper", cdir / "work"
     ordered = list(reversed(lowers))  # overlay wants the top-most layer first
@@ -649,6 +703,8 @@ def _mount_rootfs(cdir: Path, lowers: list[Path], readonly: bool) -> None:
         _overlay(target, _MS_RDONLY, options)
         return
     upper.mkdir(mode=0o755, exist_ok=True)
+    if root is not None:
+        os.chown(upper, *root)
     work.mkdir(mode=0o700, exist_ok=True)
     _mount_overlay(ordered, upper, work, target)
 
@@ -657,6 +713,8 @@ def _cleanup(cdir: Path) -> None:
     target = cdir / "rootfs"
     if os.path.ismount(target):
         _umount(target)
+    if (cdir / "layers").exists():  # ID-mapped snapshots of a make cut short: never rmtree them
+        idmap.unmount_under(cdir / "layers")
     shutil.rmtree(cdir, ignore_errors=True)
     if cdir.exists():
         shutil.rmtree(cdir)

@@ -17,7 +17,7 @@ from podkit import cgroups, oci
 from podkit.apparmor import AppArmorHost
 from podkit.cdi.annotations import devices_from_request
 from podkit.errors import InvalidArgumentError, quote
-from podkit.pods import checks, rules
+from podkit.pods import checks, rules, userns
 from podkit.pods.config import (
     Capability,
     ContainerConfig,
@@ -30,7 +30,7 @@ from podkit.pods.config import (
     SandboxConfig,
     SupplementalGroupsPolicy,
 )
-from podkit.pods.sandbox_spec import SandboxFiles
+from podkit.pods.sandbox_spec import SandboxFiles, with_pod_user_namespace
 from podkit.pods.security import ContainerSecurity, resolve_container_security, selinux_label
 
 __all__ = [
@@ -126,6 +126,7 @@ def check_container_config(config: ContainerConfig, pod: PodContext) -> None:
     """The checks of ``config`` that need nothing but the config and its pod (no profile
     lookups: :func:`validate_container_config` does those too)."""
     checks.check_container_config(config, pod.config, ContainerConfigError)
+    userns.check_container(config, pod.config, ContainerConfigError)
     sc = config.linux.security_context
     _check_capability_names(sc.capabilities)
     if sc.privileged and not pod.config.linux.security_context.privileged:
@@ -190,6 +191,8 @@ def _with_cri_mounts(
 ) -> oci.SpecOpt:
     """CRI mounts plus /etc/hostname, /etc/hosts, /etc/resolv.conf, /dev/shm, sorted by depth."""
 
+    own_userns = userns.pod_id_map(pod.config) is not None  # podkit ID-maps the sources
+
     def opt(spec: oci.Spec) -> None:
         cri: list[oci.Mount] = []
         strongest = {"rshared": 2, "rslave": 1}
@@ -199,7 +202,7 @@ def _with_cri_mounts(
             mount = oci.Mount(
                 destination=m.container_path, type="bind", source=m.host_path, options=options
             )
-            if m.uid_mappings or m.gid_mappings:
+            if (m.uid_mappings or m.gid_mappings) and not own_userns:
                 mount.uid_mappings = [_id_mapping(x) for x in m.uid_mappings]
                 mount.gid_mappings = [_id_mapping(x) for x in m.gid_mappings]
             cri.append(mount)
@@ -376,6 +379,7 @@ def build_container_spec(
                         pod_annotations, cgroup_driver),
         *_namespace_opts(config, pod, target_pid_namespace),
         *_platform_opts(config, img, rootfs, security, cdi),
+        *_mapped_user_opts(config, pod, img),
         oci.with_minimum_oci_version(),
     ]
     spec = oci.default_spec(id, cgroup_namespace)  # a new one: changed in place, not copied
@@ -503,14 +507,9 @@ def _namespace_opts(config: ContainerConfig, pod: PodContext,
                 f"namespace_options.target_id {ns.target_id!r}: target container is not running"
             )
         opts.append(oci.with_linux_namespace("pid", target_pid_namespace))
-    userns = pod_ns.userns_options
-    if userns is not None and userns.mode == NamespaceMode.POD:
-        opts.append(oci.with_user_namespace(
-            [(m.container_id, m.host_id, m.length) for m in userns.uids],
-            [(m.container_id, m.host_id, m.length) for m in userns.gids],
-        ))
-        if "user" in paths:
-            opts.append(oci.with_namespace_path("user", paths["user"]))
+    ids = userns.pod_id_map(pod.config)
+    if ids is not None:
+        opts.append(with_pod_user_namespace(ids, paths.get("user")))
     return opts
 
 
@@ -550,6 +549,32 @@ def _platform_opts(config: ContainerConfig, img: ImageDefaults, rootfs: str,
 
         opts.append(with_cdi_devices)
     return opts
+
+
+def _mapped_user_opts(config: ContainerConfig, pod: PodContext,
+                      img: ImageDefaults) -> list[oci.SpecOpt]:
+    """In a pod with its own user namespace: refuse a process user (resolved from the config
+    or the image) whose IDs the pod's map lacks."""
+    ids = userns.pod_id_map(pod.config)
+    if ids is None:
+        return []
+    source = ("linux.security_context run_as_user/run_as_username/run_as_group"
+              if _user_string(config.linux.security_context) else
+              f"the image's User {img.user!r}" if img.user else "the default user")
+
+    def opt(spec: oci.Spec) -> None:
+        user = spec.process.user if spec.process is not None else None
+        if user is None:
+            return
+        missing = userns.unmapped_user(user.uid or 0, user.gid or 0, user.additional_gids or (),
+                                       ids)
+        if missing:
+            r = ids.uids[0]
+            raise ContainerConfigError(
+                f"{missing} of the process user (from {source}) is not mapped in the pod's "
+                f"user namespace (container IDs {r.container_id}-{r.container_id + r.size - 1})")
+
+    return [opt]
 
 
 def _user_string(sc: LinuxContainerSecurityContext) -> str:

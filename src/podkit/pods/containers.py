@@ -21,12 +21,12 @@ from pathlib import Path
 
 import attrs
 
-from podkit import _trash, cgroups, image, oci
+from podkit import _trash, cgroups, idmap, image, oci
 from podkit._files import validate_id
 from podkit.errors import ConflictError, InvalidArgumentError, NotFoundError, PodkitError
 from podkit.image.unpack import rootfs_path
+from podkit.pods import idmapped, processes, rules, userns
 from podkit.pods import images as pod_images
-from podkit.pods import processes, rules
 from podkit.pods.config import ContainerConfig, LinuxContainerResources, NamespaceMode
 from podkit.pods.container_spec import (
     ContainerConfigError,
@@ -118,12 +118,22 @@ class ContainerLifecycle:
                 if c.state == ContainerState.CONTAINER_RUNNING and c.pid_namespace_owner:
                     paths["pid"] = f"/proc/{c.pid}/ns/pid"
                     break
-        userns = sb.config.linux.security_context.namespace_options.userns_options
-        if userns is not None and userns.mode == NamespaceMode.POD:
-            paths["user"] = f"/proc/{pid}/ns/user"
+        if userns.pod_id_map(sb.config) is not None:
+            paths["user"] = str(self.sandbox_steps.userns_path(sb.id))
         hostname = rules.host_hostname() if sb.host_network else ""
         return PodContext(id=sb.id, config=sb.config, files=self.sandbox_steps.files(sb),
                           namespace_paths=paths, hostname=hostname)
+
+    def _pod_userns(self, sb: Sandbox) -> idmap.UserNamespace | None:
+        """The pod's own user namespace (its pin and maps); ``None``: the host's users."""
+        ids = userns.pod_id_map(sb.config)
+        if ids is None:
+            return None
+        return idmap.UserNamespace(str(self.sandbox_steps.userns_path(sb.id)), ids)
+
+    def _mounts_dir(self, id: str) -> Path:
+        """Where the ID-mapped views of a container's mounts are (``pods.idmapped``)."""
+        return self.root_dir / "mounts" / id
 
     def _target_pid_namespace(self, sandbox_id: str, config: ContainerConfig) -> str | None:
         """The pid namespace of ``namespace_options.target_id`` (TARGET mode), if it runs."""
@@ -171,6 +181,9 @@ class ContainerLifecycle:
 
             check_container_config(build_config, pod)
             sec = resolve_security(build_config)  # profiles looked up (and loaded) once
+            ns = self._pod_userns(sb)
+            if ns is not None:  # the runtime mounts podkit's ID-mapped views of the sources
+                build_config = idmapped.staged(build_config, self._mounts_dir(c.id))
 
             def build(rootfs: str) -> oci.Spec:
                 return build_container_spec(
@@ -190,8 +203,10 @@ class ContainerLifecycle:
             try:
                 if found.image is not None:
                     spec, making = self._image_spec(
-                        c, found.image, reads_rootfs(build_config, found.defaults), build)
+                        c, found.image, reads_rootfs(build_config, found.defaults), build, ns)
                 assert spec is not None
+                if ns is not None:
+                    self._stage_mounts(c, spec, ns, rootfs="" if found.image else config.image)
                 check_bundle_resources(spec)  # a controller the host lacks: refused now
                 self._write_bundle(c, spec, making)
             except BaseException as exc:
@@ -206,15 +221,17 @@ class ContainerLifecycle:
             return c.id
 
     def _image_spec(self, c: Container, img: image.Image, reads: bool,
-                    build: Callable[[str], oci.Spec]) -> tuple[oci.Spec, Alongside | None]:
-        """The spec of a container of ``img``, its own rootfs recorded first, then made: before
-        the build when the build ``reads`` it (a user to look up), else on a helper thread
-        meanwhile (returned: the record may say "created" only once it is done)."""
+                    build: Callable[[str], oci.Spec], ns: idmap.UserNamespace | None,
+                    ) -> tuple[oci.Spec, Alongside | None]:
+        """The spec of a container of ``img``, its own rootfs recorded first, then made
+        (ID-mapped by the pod's user namespace ``ns``, if any): before the build when the
+        build ``reads`` it (a user to look up), else on a helper thread meanwhile (returned:
+        the record may say "created" only once it is done)."""
         path = self._record_rootfs(c, img)
         if reads:
-            self._create_rootfs(c, img)
+            self._create_rootfs(c, img, ns)
             return build(path), None
-        making = Alongside(functools.partial(self._create_rootfs, c, img))
+        making = Alongside(functools.partial(self._create_rootfs, c, img, ns))
         making.begin()
         try:
             return build(path), making
@@ -231,10 +248,24 @@ class ContainerLifecycle:
         self.records.save(c)
         return str(rootfs_path(self.images, c.rootfs_key))
 
-    def _create_rootfs(self, c: Container, img: image.Image) -> None:
+    def _create_rootfs(self, c: Container, img: image.Image,
+                       ns: idmap.UserNamespace | None = None) -> None:
         """Make the rootfs :meth:`_record_rootfs` recorded (at ``rootfs_path``)."""
         assert self.images is not None
-        image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode)
+        image.create_rootfs(self.images, img, c.rootfs_key, mode=self.rootfs_mode, userns=ns)
+
+    def _stage_mounts(self, c: Container, spec: oci.Spec, ns: idmap.UserNamespace, *,
+                      rootfs: str) -> None:
+        """Record, then make, the ID-mapped views of the container's mounts and of its
+        ``rootfs`` directory (if given: the spec then names its view)."""
+        if not c.config.mounts and not rootfs:
+            return
+        c.steps = (*c.steps, "mounts")
+        self.records.save(c)
+        directory = self._mounts_dir(c.id)
+        idmapped.stage(c.config, directory, ns, rootfs=rootfs)
+        if rootfs and spec.root is not None:
+            spec.root.path = str(directory / idmapped.ROOTFS)
 
     def _write_bundle(self, c: Container, spec: oci.Spec, making: Alongside | None) -> None:
         """The bundle first (and the rootfs ``making``, if any, done), then the record
@@ -285,6 +316,8 @@ class ContainerLifecycle:
             except OSError as exc:
                 raise PodkitError(f"container {c.id}: remove rootfs {c.rootfs_key}: {exc}") \
                     from exc
+        if "mounts" in c.steps:  # before the record goes, as the rootfs
+            idmapped.unstage(self._mounts_dir(c.id))
         _trash.remove_later(self._container_dir(c.id), self.root_dir / _trash.TRASH)
         self.records.drop("containers", c.id)
         self.registry.drop_container(c.id)

@@ -23,17 +23,18 @@ from pathlib import Path
 
 import attrs
 
-from podkit import _trash, cgroups, cni, image, netns
+from podkit import _trash, cgroups, cni, idmap, image, netns
 from podkit._files import file_lock, make_dirs
 from podkit.errors import InvalidArgumentError, NotFoundError, PodkitError
-from podkit.pods import network, processes, recovery, rules
-from podkit.pods.config import NamespaceMode, SandboxConfig
+from podkit.pods import network, processes, recovery, rules, userns
+from podkit.pods.config import SandboxConfig
 from podkit.pods.container_spec import DeviceInjector
 from podkit.pods.containers import ContainerLifecycle
 from podkit.pods.pause import PauseRootfs
 from podkit.pods.records import (
     INFRALESS_STEPS,
     SANDBOX_STEPS,
+    USERNS_STEPS,
     Container,
     ContainerStats,
     PauseConfig,
@@ -65,6 +66,7 @@ from podkit.runtime import Conmon, ConmonSupervisor, Runc, Runtime, Supervisor
 __all__ = ["SandboxManager"]
 
 _log = logging.getLogger("podkit.sandbox")
+_ANY_UNPRIVILEGED = 2**31  # an ID no file belongs to: what "others" may do
 
 
 def _copy(sb: Sandbox) -> Sandbox:
@@ -242,6 +244,28 @@ class SandboxManager(ContainerLifecycle):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def user_namespaces(self) -> str:
+        """Why this manager cannot run pods with a user namespace of their own (CRI
+        ``userns_options`` POD), "" when it can: it needs pause containers, the kernel's
+        ID-mapped mounts on ``root_dir``'s file system, and rootfs directories (the pause's,
+        the image store's, ``root_dir``) every user may reach."""
+        return self._userns_problem(_ANY_UNPRIVILEGED, _ANY_UNPRIVILEGED)
+
+    def _userns_problem(self, uid: int, gid: int) -> str:
+        """:meth:`user_namespaces` for a pod whose root is host ``uid``/``gid``."""
+        if self.pause is None:
+            return "this manager has pause=None (the pod's user namespace lives in its pause)"
+        why = idmap.supported(self.root_dir)
+        if why:
+            return why
+        places = [Path(self.pause.rootfs), self.root_dir,
+                  *([self.images.root / "containers"] if self.images else [])]
+        for place in places:
+            why = idmap.unreachable(place, uid, gid)
+            if why:
+                return f"the rootfs dirs under {place} must be reachable by the pod's root: {why}"
+        return ""
+
     # -- run_sandbox ------------------------------------------------------------------------
 
     def run_sandbox(self, config: SandboxConfig) -> Sandbox:
@@ -249,7 +273,8 @@ class SandboxManager(ContainerLifecycle):
 
         Order (containerd): reserve the name, create the netns, CNI ADD, write the sandbox files
         (hostname, hosts, resolv.conf, a 64 MiB tmpfs for /dev/shm), create and start the pause
-        (``SANDBOX_STEPS``; without a pause, ``INFRALESS_STEPS``: IPC and UTS pinned instead).
+        (``SANDBOX_STEPS``; ``USERNS_STEPS`` for a pod with its own user namespace; without a
+        pause, ``INFRALESS_STEPS``: IPC and UTS pinned instead).
         """
         sb = self._new_sandbox(config)
         self.registry.reserve(sb.name, sb.id, "pod")
@@ -286,11 +311,11 @@ class SandboxManager(ContainerLifecycle):
                 f"hostname {config.hostname!r}: must be empty for a host-network pod (it uses "
                 "the host's UTS namespace; runc refuses to set a hostname there)"
             )
-        userns = config.linux.security_context.namespace_options.userns_options
-        if self.pause is None and userns is not None and userns.mode == NamespaceMode.POD:
-            raise SandboxConfigError(
-                "linux.security_context.namespace_options.userns_options: POD user namespaces "
-                "need a pause container (this manager has pause=None)")
+        ids = userns.pod_id_map(config)
+        if ids is not None and ids.root is not None:
+            problem = self._userns_problem(*ids.root)
+            if problem:
+                raise SandboxConfigError(f"{userns.FIELD}: mode POD cannot run here: {problem}")
         problem = self.load_networks() if not sb.host_network and self.networks is None else ""
         if not sb.host_network and self.networks is None:
             raise SandboxConfigError(
@@ -310,7 +335,9 @@ class SandboxManager(ContainerLifecycle):
         the record in memory lists the steps taken or under way, so a failure here undoes
         those.
         """
-        planned = [step for step in (SANDBOX_STEPS if self.pause is not None else INFRALESS_STEPS)
+        steps = (INFRALESS_STEPS if self.pause is None else
+                 USERNS_STEPS if userns.pod_id_map(sb.config) is not None else SANDBOX_STEPS)
+        planned = [step for step in steps
                    if not (sb.host_network and step in ("netns", "network"))]
         if "netns" in planned:
             sb.netns_path = os.path.join(self.netns_dir, f"{self.netns_prefix}{sb.id[:16]}")

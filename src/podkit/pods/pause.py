@@ -16,14 +16,14 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from podkit import image
+from podkit import image, oci
 from podkit._files import file_lock
 from podkit.errors import ConflictError, PodkitError
 from podkit.pods import images as pod_images
 from podkit.pods.records import PauseConfig
 from podkit.runtime import read_cri_log
 
-__all__ = ["OUTPUT_LINES", "PauseExitedError", "PauseRootfs", "last_output"]
+__all__ = ["OUTPUT_LINES", "PauseExitedError", "PauseRootfs", "last_output", "make_mountpoints"]
 
 OUTPUT_LINES = 5
 """How many of its last output lines a :class:`PauseExitedError` quotes."""
@@ -158,3 +158,30 @@ class PauseRootfs:
             with contextlib.suppress(ConflictError), \
                     self.lock(d.name, shared=False, blocking=False):
                 image.unmount_rootfs(self.images, d.name)
+
+
+def make_mountpoints(rootfs: str | os.PathLike[str], spec: oci.Spec) -> None:
+    """Create the missing targets of ``spec``'s mounts in ``rootfs`` (a file for a file bind,
+    else a directory), as root, for a pause in a user namespace: its root cannot create them
+    in a rootfs whose files are the host root's (the shared pause rootfs is not ID-mapped).
+    Targets inside another mount (``/dev/shm`` in ``/dev``) are the runtime's to make; a
+    symlink on the way is left for the runtime to resolve."""
+    dests = [os.path.normpath("/" + m.destination) for m in spec.mounts or []]
+    root = os.path.abspath(rootfs)
+    for m, dest in zip(spec.mounts or [], dests, strict=True):
+        if dest == "/" or any(d != dest and dest.startswith(d.rstrip("/") + "/") for d in dests):
+            continue
+        parts = dest.strip("/").split("/")
+        path = root
+        for i, part in enumerate(parts):
+            path = os.path.join(path, part)
+            if os.path.islink(path):
+                break
+            if os.path.lexists(path):
+                continue
+            last = i == len(parts) - 1
+            if last and m.type == "bind" and m.source and not os.path.isdir(m.source):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, 0o644))
+            else:
+                os.mkdir(path, 0o755)

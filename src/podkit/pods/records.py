@@ -15,6 +15,7 @@ from podkit.pods.config import ContainerConfig, NamespaceMode, SandboxConfig
 __all__ = [
     "INFRALESS_STEPS",
     "SANDBOX_STEPS",
+    "USERNS_STEPS",
     "Container",
     "ContainerFilter",
     "ContainerState",
@@ -29,6 +30,9 @@ __all__ = [
 
 SANDBOX_STEPS = ("netns", "network", "files", "pause")
 """run_sandbox's steps after reserving the name, in order (undone in reverse)."""
+
+USERNS_STEPS = ("netns", "network", "files", "userns", "pause")
+"""The steps of a pod with its own user namespace: its pin (``userns``) before the pause."""
 
 INFRALESS_STEPS = ("netns", "network", "files", "namespaces")
 """The steps of an infra-less pod (``pause=None``): IPC and UTS pinned instead of a pause."""

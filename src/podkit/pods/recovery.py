@@ -14,6 +14,7 @@ from pathlib import Path
 from podkit import _trash, netns
 from podkit._files import sweep_atomic_temps
 from podkit.errors import PodkitError
+from podkit.pods import idmapped
 from podkit.runtime import Runtime
 from podkit.runtime.alongside import Alongside
 
@@ -68,7 +69,9 @@ def sweep_temps(state_dir: Path, root_dir: Path, *, extra: Iterable[Path] = (),
 
 def remove_orphan_dirs(root_dir: Path, sandboxes: set[str], containers: set[str]) -> None:
     """Remove the pod and container directories under ``root_dir`` without a record (their
-    /dev/shm unmounted first); empty the trash an earlier process left (in the background)."""
+    /dev/shm and namespace pins unmounted first), and the ID-mapped views of containers
+    without one (unmounted, never removed through a mount); empty the trash an earlier process
+    left (in the background)."""
     if (root_dir / _trash.TRASH).is_dir():
         _trash.empty_later(root_dir / _trash.TRASH)
     for kind, known in (("sandboxes", sandboxes), ("containers", containers)):
@@ -76,4 +79,11 @@ def remove_orphan_dirs(root_dir: Path, sandboxes: set[str], containers: set[str]
             if d.name not in known:
                 with contextlib.suppress(PodkitError):
                     netns.unmount_all(d / "shm")
+                    for pin in (d / "ns").glob("*"):
+                        netns.unmount_all(pin)
                 shutil.rmtree(d, ignore_errors=True)
+    views = root_dir / "mounts"
+    for d in views.iterdir() if views.is_dir() else ():
+        if d.name not in containers:
+            with contextlib.suppress(PodkitError, OSError):
+                idmapped.unstage(d)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import attrs
 
-from podkit import apparmor, oci
+from podkit import apparmor, idmap, oci
 from podkit.errors import InvalidArgumentError
-from podkit.pods import checks, rules, security
+from podkit.pods import checks, rules, security, userns
 from podkit.pods.config import (
     LinuxContainerResources,
     NamespaceMode,
@@ -33,6 +33,7 @@ __all__ = [
     "seccomp_opt",
     "selinux_label",
     "validate_sandbox_config",
+    "with_pod_user_namespace",
 ]
 
 SANDBOX_OOM_SCORE_ADJ = -998
@@ -140,23 +141,7 @@ def _check(config: SandboxConfig) -> None:
         raise SandboxConfigError(
             "linux.security_context.namespace_options.pid: TARGET is only valid for containers"
         )
-    userns = ns.userns_options
-    if userns is not None and userns.mode not in (NamespaceMode.NODE, NamespaceMode.POD):
-        raise SandboxConfigError(
-            f"linux.security_context.namespace_options.userns_options.mode: {userns.mode.name} "
-            "is not supported (use NODE or POD)"
-        )
-    if userns is not None and userns.mode == NamespaceMode.POD:
-        if len(userns.uids) != 1 or len(userns.gids) != 1:
-            raise SandboxConfigError(
-                "linux.security_context.namespace_options.userns_options: POD mode needs exactly "
-                "one uid and one gid mapping"
-            )
-        for m in (*userns.uids, *userns.gids):
-            if m.length < 1:
-                raise SandboxConfigError(
-                    f"userns_options mapping {m!r}: length must be at least 1"
-                )
+    userns.check_sandbox(config, SandboxConfigError)
     for pm in config.port_mappings:
         if not 0 < pm.container_port < 65536 or not 0 <= pm.host_port < 65536:
             raise SandboxConfigError(f"port_mappings: invalid port in {pm!r}")
@@ -195,6 +180,8 @@ def build_sandbox_spec(
 
     ``files`` are the hostname/hosts/resolv.conf/shm paths the manager prepares; ``netns_path``
     is the pinned network namespace (required unless the pod uses the host network);
+    ``userns_path`` the pinned user namespace of a pod with one (``userns_options`` POD: the
+    namespace that owns ``netns_path``);
     ``oom_score_floor`` clamps the pause's OOM score when lowering it is not permitted.
     ``seccomp`` is the pod's resolved seccomp choice (``security.resolve_seccomp``; resolved
     here, reading a Localhost profile, when not given): with it the build does no I/O.
@@ -274,17 +261,19 @@ def _pause_namespaces(config: SandboxConfig, netns_path: str | None,
         opts.append(oci.with_host_namespace("pid"))
     if ns.ipc == NamespaceMode.NODE:
         opts.append(oci.with_host_namespace("ipc"))
-    userns = ns.userns_options
-    if userns is not None and userns.mode == NamespaceMode.POD:
-        opts.append(
-            oci.with_user_namespace(
-                [(m.container_id, m.host_id, m.length) for m in userns.uids],
-                [(m.container_id, m.host_id, m.length) for m in userns.gids],
-            )
-        )
-        if userns_path:
-            opts.append(oci.with_namespace_path("user", userns_path))
+    ids = userns.pod_id_map(config)
+    if ids is not None:
+        opts.append(with_pod_user_namespace(ids, userns_path))
     return opts
+
+
+def with_pod_user_namespace(ids: idmap.IDMap, path: str | None) -> oci.SpecOpt:
+    """The pod's user namespace: its maps, joined at ``path`` (its pin) when given."""
+    opts = [oci.with_user_namespace([(r.container_id, r.host_id, r.size) for r in ids.uids],
+                                    [(r.container_id, r.host_id, r.size) for r in ids.gids])]
+    if path:
+        opts.append(oci.with_namespace_path("user", path))
+    return oci.compose(*opts)
 
 
 def _pause_mounts(files: SandboxFiles, *, host_ipc: bool) -> list[oci.SpecOpt]:

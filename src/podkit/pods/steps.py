@@ -3,8 +3,9 @@
 A pod's record lists the names of the steps whose effects exist (``Sandbox.steps``), written
 before each step is taken, so a failure, ``remove_sandbox`` or a later ``recover()`` undoes
 exactly those, in reverse, by looking each name up in the manager's table
-(``SandboxManager.steps``). The names and their order are ``SANDBOX_STEPS`` (with a pause)
-and ``INFRALESS_STEPS`` (without); records written by earlier versions use the same names.
+(``SandboxManager.steps``). The names and their order are ``SANDBOX_STEPS`` (with a pause),
+``USERNS_STEPS`` (a pod with its own user namespace) and ``INFRALESS_STEPS`` (without a
+pause); records written by earlier versions use the same names.
 
 :class:`SandboxSteps` does the work of each step for one manager; a test replaces one entry of
 a manager's table to make a step fail.
@@ -22,11 +23,11 @@ from pathlib import Path
 
 import attrs
 
-from podkit import _trash, cgroups, cni, netns
+from podkit import _trash, cgroups, cni, idmap, netns, oci
 from podkit.errors import PodkitError
-from podkit.pods import network, processes, rules
+from podkit.pods import network, processes, rules, userns
 from podkit.pods.config import NamespaceMode
-from podkit.pods.pause import PauseExitedError, PauseRootfs, last_output
+from podkit.pods.pause import PauseExitedError, PauseRootfs, last_output, make_mountpoints
 from podkit.pods.records import Sandbox
 from podkit.pods.sandbox_spec import SandboxConfigError, SandboxFiles, build_sandbox_spec
 from podkit.runtime import Bundle, Runtime, Supervisor
@@ -69,7 +70,7 @@ class Step:
 
 
 class SandboxSteps:
-    """The work of each ``run_sandbox`` step (netns, network, files, pause, namespaces).
+    """The work of each ``run_sandbox`` step (netns, network, files, userns, pause, namespaces).
 
     ``root_dir/sandboxes/<id>`` holds a pod's files and its pause bundle; ``networks`` gives
     the pod networks of the moment (they may be loaded late); ``pause`` is the manager's
@@ -94,6 +95,7 @@ class SandboxSteps:
             Step("netns", self.do_netns, self.undo_netns),
             Step("network", self.do_network, self.undo_network),
             Step("files", self.do_files, self.undo_files),
+            Step("userns", self.do_userns, self.undo_userns),
             Step("pause", self.do_pause, self.undo_pause),
             Step("namespaces", self.do_namespaces, self.undo_namespaces),
         )}
@@ -106,12 +108,22 @@ class SandboxSteps:
         """The pod's hostname, hosts, resolv.conf and shm paths."""
         return SandboxFiles.under(self.sandbox_dir(sb.id))
 
+    def userns_path(self, id: str) -> Path:
+        """Where a pod with its own user namespace has it pinned."""
+        return self.sandbox_dir(id) / "ns" / "user"
+
     # -- netns ------------------------------------------------------------------------------
 
     def do_netns(self, sb: Sandbox) -> None:
-        """Create and pin the pod's network namespace at ``sb.netns_path`` (loopback up)."""
-        netns.create(os.path.basename(sb.netns_path), dir=os.path.dirname(sb.netns_path),
-                     loopback_up=True)
+        """Create and pin the pod's network namespace at ``sb.netns_path`` (loopback up); for
+        a pod with its own user namespace, made in it (so it owns the netns), by a holder."""
+        name, where = os.path.basename(sb.netns_path), os.path.dirname(sb.netns_path)
+        ids = userns.pod_id_map(sb.config)
+        if ids is None:
+            netns.create(name, dir=where, loopback_up=True)
+            return
+        with idmap.Holder(ids, also=("net",)) as holder:
+            netns.attach(name, holder.path("net"), dir=where, loopback_up=True)
 
     def undo_netns(self, sb: Sandbox) -> None:
         """Unpin and remove the pod's network namespace."""
@@ -174,6 +186,10 @@ class SandboxSteps:
         else:
             host = Path("/etc/resolv.conf")
             Path(files.resolv_conf).write_bytes(host.read_bytes() if host.exists() else b"")
+        ids = userns.pod_id_map(sb.config)
+        if ids is not None and ids.root is not None:  # the pod's root owns them, as root would
+            for path in (files.hostname, files.hosts, files.resolv_conf):
+                os.chown(path, *ids.root)
         ns = sb.config.linux.security_context.namespace_options
         if ns.ipc != NamespaceMode.NODE:
             Path(files.shm).mkdir(exist_ok=True)
@@ -189,16 +205,35 @@ class SandboxSteps:
         except OSError as exc:
             raise PodkitError(f"could not remove {d}: {exc}") from exc
 
+    # -- userns (a pod with its own user namespace) ---------------------------------------
+
+    def do_userns(self, sb: Sandbox) -> None:
+        """Pin the pod's user namespace (the one owning its netns) for its pause, containers
+        and ID-mapped mounts."""
+        fd = idmap.owner(sb.netns_path)
+        try:
+            path = self.userns_path(sb.id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            netns.pin(f"/proc/self/fd/{fd}", path)
+        finally:
+            os.close(fd)
+
+    def undo_userns(self, sb: Sandbox) -> None:
+        """Unpin it (it lives on while a process or mount of the pod uses it)."""
+        netns.unpin(self.userns_path(sb.id))
+
     # -- pause ------------------------------------------------------------------------------
 
     def write_pause_bundle(self, sb: Sandbox) -> None:
         """The pause's bundle (inside the sandbox dir, removed with the files)."""
         pause = self.pause.config
         assert pause is not None
+        own = userns.pod_id_map(sb.config) is not None
         spec = build_sandbox_spec(
             sb.config, id=sb.id, files=self.files(sb), args=pause.args, env=pause.env,
             rootfs=pause.rootfs, netns_path=sb.netns_path or None, pause_image=pause.image,
             oom_score_floor=self.oom_score_floor, cgroup_driver=self.cgroup_driver,
+            userns_path=str(self.userns_path(sb.id)) if own else None,
         )
         sb.cgroups_path = (spec.linux.cgroups_path if spec.linux else None) or ""
         # not durable: a power loss ends the pause, and undoing the pod needs no bundle
@@ -211,6 +246,9 @@ class SandboxSteps:
         if not (bundle / "config.json").exists():  # not written yet (see network_alongside)
             self.write_pause_bundle(sb)
         with self.pause.ready():
+            if userns.pod_id_map(sb.config) is not None:  # its root cannot make them there
+                make_mountpoints(self.pause.config.rootfs if self.pause.config else "",
+                                 oci.Spec.load(bundle / "config.json"))
             sb.pid = self.supervisor.start(sb.id, bundle, log_path=d / "pause.log")
         self.check_pause(sb)
 

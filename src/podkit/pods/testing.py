@@ -133,6 +133,13 @@ class FakePodManager:
 
     # -- networks -------------------------------------------------------------------------
 
+    userns_problem = "a FakePodManager makes no user namespaces"
+    """What :meth:`user_namespaces` answers ("" to claim support)."""
+
+    def user_namespaces(self) -> str:
+        """Why pods with their own user namespace cannot run (``userns_problem``)."""
+        return self.userns_problem
+
     def load_networks(self) -> str:
         """Load the networks through ``network_loader`` if none yet; "" or why not."""
         if self.network_loader is None or self.networks is not None:

@@ -101,6 +101,10 @@ class PodAPI(Protocol):
         """Load the pod networks if they came late; "" or why they could not be loaded."""
         ...
 
+    def user_namespaces(self) -> str:
+        """Why pods with a user namespace of their own cannot run here ("" when they can)."""
+        ...
+
     def run_sandbox(self, config: SandboxConfig) -> Sandbox:
         """Create and start a pod (READY); undone on any failure."""
         ...

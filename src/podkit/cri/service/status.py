@@ -42,7 +42,9 @@ class StatusRPCs(ServiceBase):
                                   runtime_api_version=RUNTIME_API_VERSION)
 
     def Status(self, request: pb.StatusRequest) -> pb.StatusResponse:
-        """RuntimeReady (the runtime answers) and NetworkReady (CNI STATUS of every network)."""
+        """RuntimeReady (the runtime answers) and NetworkReady (CNI STATUS of every network);
+        the handlers' features: ``user_namespaces`` where this host can run pods with their
+        own (``SandboxManager.user_namespaces``; the reason why not in the verbose info)."""
         out = pb.StatusResponse()
         rt = out.status.conditions.add(type="RuntimeReady", status=True)
         try:
@@ -50,17 +52,19 @@ class StatusRPCs(ServiceBase):
         except Exception as exc:
             rt.status, rt.reason, rt.message = False, "RuntimeNotReady", str(exc)
         self._network_condition(out.status.conditions.add(type="NetworkReady", status=True))
+        userns = self.manager.user_namespaces()  # the host's file systems, dirs and kernel
         for name in ("", self.runtime_handler):
             h = out.runtime_handlers.add(name=name)
             h.features.recursive_read_only_mounts = True
-            h.features.user_namespaces = False
+            h.features.user_namespaces = not userns
         out.features.supplemental_groups_policy = True
         if request.verbose:
             out.info["config"] = json.dumps({
                 "runtimeHandler": self.runtime_handler, "podCIDR": self.pod_cidr,
                 "pauseImage": self.pause_image, "root": str(self.manager.root_dir),
                 "cgroupDriver": str(self.manager.cgroup_driver),
-                "state": str(self.manager.state_dir)})
+                "state": str(self.manager.state_dir),
+                "userNamespaces": userns or "supported"})
         return out
 
     def _network_condition(self, net: pb.RuntimeCondition) -> None:
