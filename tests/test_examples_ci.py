@@ -19,8 +19,8 @@ pytestmark = pytest.mark.integration
 
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
 FACES = {"podkit", "podkit.cdi", "podkit.cni", "podkit.container", "podkit.cri",
-         "podkit.errors", "podkit.image", "podkit.kube", "podkit.netns", "podkit.oci",
-         "podkit.runtime", "podkit.sandbox"}
+         "podkit.errors", "podkit.idmap", "podkit.image", "podkit.kube", "podkit.netns",
+         "podkit.node", "podkit.oci", "podkit.runtime", "podkit.sandbox"}
 """The modules the docs present as podkit's faces (docs/index.md, README's table)."""
 
 
