@@ -50,17 +50,20 @@ def _cell(text: str) -> str:
 
 
 @cache
-def _field_docs(cls: type) -> dict[str, str]:
-    """The attribute docstrings of ``cls``'s fields (the string after each annotated field)."""
+def _source_fields(cls: type) -> dict[str, tuple[str, str | None]]:
+    """Each annotated field of ``cls`` as written: its annotation (source text, whatever
+    ``attrs.resolve_types`` did to the class since) and its attribute docstring, if any."""
     source = Path(inspect.getsourcefile(cls) or "")
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-            body = node.body
-            return {st.target.id: nxt.value.value
-                    for st, nxt in itertools.pairwise(body)
-                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)
-                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
-                    and isinstance(nxt.value.value, str)}
+            found: dict[str, tuple[str, str | None]] = {}
+            for st, nxt in itertools.pairwise([*node.body, ast.Pass()]):
+                if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                    doc = (nxt.value.value if isinstance(nxt, ast.Expr)
+                           and isinstance(nxt.value, ast.Constant)
+                           and isinstance(nxt.value.value, str) else None)
+                    found[st.target.id] = (ast.unparse(st.annotation), doc)
+            return found
     raise LookupError(f"class {cls.__name__} not found in {source}")
 
 
@@ -88,16 +91,16 @@ def _default(field: Any) -> str:
 
 def class_table(cls: type) -> str:
     """The table of one attrs class: a row per field, in declaration order."""
-    docs = _field_docs(cls)
+    written = _source_fields(cls)
     rows = [f"### `{cls.__name__}`", "", _cell(inspect.getdoc(cls) or ""), "",
             "| field | type | default | what |", "|---|---|---|---|"]
     for f in attrs.fields(cls):
-        if f.name not in docs:
+        annotation, doc = written.get(f.name, (str(f.type), None))
+        if doc is None:
             raise MissingDocError(
                 f"{cls.__module__}.{cls.__name__}.{f.name} has no docstring: write one on the "
                 f"line after the field, then run {COMMAND}")
-        rows.append(f"| `{f.name}` | `{_cell(str(f.type))}` | {_default(f)} | "
-                    f"{_cell(docs[f.name])} |")
+        rows.append(f"| `{f.name}` | `{_cell(annotation)}` | {_default(f)} | {_cell(doc)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -111,8 +114,9 @@ def closure(root: type) -> list[type]:
         found.append(cls)
         if attrs.has(cls):
             namespace = vars(sys.modules[cls.__module__])
+            written = _source_fields(cls)
             for f in attrs.fields(cls):
-                for named in _names_in(str(f.type), namespace):
+                for named in _names_in(written.get(f.name, (str(f.type), None))[0], namespace):
                     walk(named)
 
     walk(root)

@@ -88,3 +88,10 @@ def test_check_mode_names_the_command(tmp_path: Path, monkeypatch: pytest.Monkey
     assert gen_reference.main([]) == 0
     assert "| `stop_signal` |" in page.read_text()
     assert gen_reference.main(["--check"]) == 0
+
+
+def test_the_tables_hold_annotations_as_written() -> None:
+    """A test that resolved the models' types (``attrs.resolve_types``) changes nothing."""
+    attrs.resolve_types(SandboxConfig)
+    attrs.resolve_types(ContainerConfig)
+    assert gen_reference.render_page(PAGES["reference.md"]) == PAGES["reference.md"]
