@@ -10,7 +10,7 @@ DEB_PARTS := runc:runc crun:crun conmon:conmon /usr/lib/cni/bridge:containernetw
 	/bin/busybox:busybox-static iptables:iptables ip:iproute2 docker-registry:docker-registry \
 	openssl:openssl kubectl:kubernetes-client apparmor_parser:apparmor catatonit:catatonit
 
-.PHONY: test demo lint typecheck unit bench soak proto system-deps venv clean
+.PHONY: test demo lint typecheck unit bench soak proto docs system-deps venv clean
 
 venv: $(STAMP)
 
@@ -69,6 +69,12 @@ soak: venv system-deps
 
 proto: venv
 	$(PY) scripts/gen_proto.py
+
+# The HTML API reference from the docstrings (pdoc), one page per package face, into build/docs;
+# any pdoc warning fails it (docs/reference.md). The field tables in docs/ are made by
+# scripts/gen_reference.py.
+docs: venv
+	$(PY) scripts/api_docs.py --out build/docs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -106,9 +107,23 @@ def _takes_value(option: str) -> bool:
 
 def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
     """The group module the command in ``argv`` needs; every one when there is no known
-    command word (``podkit --help``, a typo: the full parser lists or rejects it)."""
-    module = _WORDS.get(_command_word(argv) or "")
-    return (module,) if module is not None else _GROUPS
+    command word (``podkit --help``, a typo: the full parser lists or rejects it); none for
+    ``podkit --version`` (it prints before any group would be looked at)."""
+    word = _command_word(argv)
+    module = _WORDS.get(word or "")
+    if module is not None:
+        return (module,)
+    return () if word is None and "--version" in argv else _GROUPS
+
+
+def _version() -> str:
+    """podkit's version: the installed distribution's (``importlib.metadata``), else
+    ``podkit.__version__`` (a source tree on ``sys.path`` that was never installed)."""
+    try:
+        return importlib.metadata.version("podkit")
+    except importlib.metadata.PackageNotFoundError:
+        import podkit
+        return podkit.__version__
 
 
 def _parser(modules: Sequence[str]) -> argparse.ArgumentParser:
@@ -116,6 +131,8 @@ def _parser(modules: Sequence[str]) -> argparse.ArgumentParser:
     parser = _Parser(prog="podkit", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_global_options(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"podkit {_version()}",
+                        help="print podkit's version and exit")
     sub = parser.add_subparsers(dest="group", metavar="COMMAND")
     sub.required = True
     for name in modules:

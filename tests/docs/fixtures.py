@@ -188,10 +188,10 @@ FIXTURES = [
             make_runc_bundle),
     Fixture("rootfs /srv/web/rootfs with www-data", ("docs/oci.md#2",), make_web_rootfs),
     Fixture("seccomp profile /etc/podkit/db.json", ("docs/oci.md#3",), make_seccomp_profile),
-    Fixture("CNI list /etc/cni/net.d/10-pk-bridge.conflist (docs/cni.md#1)", ("README.md#2",),
+    Fixture("CNI list /etc/cni/net.d/10-pk-bridge.conflist (docs/cni.md#1)", ("README.md#5",),
             make_cni_bridge),
     Fixture("netns /run/netns/abc", ("docs/cni.md#3", "docs/cni.md#4"), make_netns_abc),
-    Fixture("CDI spec vendor.com/gpu (docs/cdi.md#9, /dev/null-backed)", ("README.md#2",),
+    Fixture("CDI spec vendor.com/gpu (docs/cdi.md#9, /dev/null-backed)", ("README.md#5",),
             make_gpu_cdi_spec),
     Fixture("CDI spec /etc/cdi/podkit-example.yaml (docs/cdi.md#1) and console files", (
         "docs/cdi.md#2", "docs/cdi.md#6"), make_cdi_example_spec),

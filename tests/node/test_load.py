@@ -192,9 +192,9 @@ def test_every_key_has_a_doc_and_a_variable() -> None:
 
 def test_the_docs_list_every_key_with_its_default() -> None:
     """docs/config.md holds the table the model makes (regenerate it with
-    ``python -c 'from podkit.node import reference_table; print(reference_table())'``)."""
+    ``python scripts/gen_reference.py``; tests/test_reference.py checks the region too)."""
     page = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text()
-    assert reference_table() in page
+    assert reference_table() in page, "docs/config.md: run python scripts/gen_reference.py"
     for f in fields():
         assert f"| `{f.key}` |" in page, f"{f.key} is missing from docs/config.md"
 

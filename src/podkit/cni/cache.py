@@ -37,8 +37,8 @@ __all__ = [
     "encode_entry",
 ]
 
-#: ``kind`` of a cache document (libcni ``CNICacheV1``).
 CACHE_KIND = "cniCacheV1"
+"""The ``kind`` of a cache document (libcni ``CNICacheV1``): files podkit and libcni share."""
 
 
 class CacheError(CNIError):

@@ -25,8 +25,8 @@ __all__ = [
     "kubernetes_args",
 ]
 
-#: Capability key containerd's CRI and CRI-O use for the pod annotations map.
 POD_ANNOTATIONS = "io.kubernetes.cri.pod-annotations"
+"""The capability key containerd's CRI and CRI-O use for the pod annotations map."""
 
 _PROTOCOLS = ("tcp", "udp", "sctp")
 

@@ -33,9 +33,9 @@ __all__ = [
     "PodNetworkResult",
 ]
 
-#: go-cni's loopback network (``WithLoNetwork``).
 LOOPBACK_CONFIG = NetworkConfigList.from_bytes(
     b'{"cniVersion":"0.3.1","name":"cni-loopback","plugins":[{"type":"loopback"}]}')
+"""go-cni's loopback network (``WithLoNetwork``): brings up ``lo`` in a pod's namespace."""
 
 
 class NetworksError(PodkitError):

@@ -53,28 +53,41 @@ __all__ = [
     "version_at_least",
 ]
 
-#: Every spec version libcni knows, oldest first.
 ALL_VERSIONS: tuple[str, ...] = ("0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
-#: The newest spec version (what libcni's ``version.Current()`` returns).
+"""Every CNI spec version libcni knows, oldest first."""
 CURRENT_VERSION = "1.1.0"
+"""The newest CNI spec version (what libcni's ``version.Current()`` returns)."""
 _LEGACY = ("0.1.0", "0.2.0")
 _V04 = ("0.3.0", "0.3.1", "0.4.0")
 _V1 = ("1.0.0", "1.1.0")
 
 # Well-known error codes (SPEC.md "Error" table plus libcni's constants).
-ERR_UNKNOWN = 0  #: no structured error from the plugin (podkit/libcni side)
+ERR_UNKNOWN = 0
+"""No structured error from the plugin (raised on podkit's or libcni's side)."""
 ERR_INCOMPATIBLE_VERSION = 1
+"""The plugin does not speak the config's ``cniVersion``."""
 ERR_UNSUPPORTED_FIELD = 2
+"""A network config field the plugin does not support (the message names it)."""
 ERR_UNKNOWN_CONTAINER = 3
+"""The container is unknown to the plugin: no network cleanup is needed."""
 ERR_INVALID_ENVIRONMENT_VARIABLES = 4
+"""A ``CNI_*`` variable the plugin needs is missing or wrong."""
 ERR_IO_FAILURE = 5
+"""The plugin failed to read or write (its config on stdin, for example)."""
 ERR_DECODING_FAILURE = 6
+"""The plugin failed to decode what it was given (config, version info)."""
 ERR_INVALID_NETWORK_CONFIG = 7
+"""The network config is invalid."""
 ERR_INVALID_NETNS = 8
+"""The network namespace path is not a usable namespace (libcni)."""
 ERR_TRY_AGAIN_LATER = 11
+"""A transient failure: the same call may succeed later."""
 ERR_PLUGIN_NOT_AVAILABLE = 50
+"""STATUS: the plugin cannot serve ADD now."""
 ERR_LIMITED_CONNECTIVITY = 51
+"""STATUS: not available, and existing pods may have limited connectivity."""
 ERR_INTERNAL = 999
+"""An internal error of the plugin (libcni's ``ErrInternal``)."""
 
 
 class CNIError(PodkitError):
@@ -592,6 +605,7 @@ class LegacyResult:
 
 
 AnyResult: TypeAlias = Result | LegacyResult
+"""What a plugin's ADD answers: a ``Result`` (CNI 0.3.0 and later) or a ``LegacyResult``."""
 
 
 def parse_result(data: bytes | str | Mapping[str, Any] | None,

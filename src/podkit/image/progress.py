@@ -21,3 +21,4 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
+"""What a pull or import calls with each ``Progress`` (bytes done of each blob)."""

@@ -537,7 +537,7 @@ class ImageStore:
         else :class:`ImageNotFoundError`; the forms are those of :meth:`resolve`."""
         return self.resolve(ref)[0]
 
-    def list(self) -> list[Image]:
+    def list(self) -> builtins.list[Image]:
         """Every image record, sorted by name."""
         out = []
         for path in (self.root / "images").glob("*.json"):

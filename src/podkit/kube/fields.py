@@ -136,6 +136,7 @@ POD_SPEC: Tree = {
 # status is read-only in the API: the server ignores it on create, and so does podkit.
 POD_FIELDS: Tree = {"apiVersion": None, "kind": None, "metadata": _METADATA,
                     "spec": POD_SPEC, "status": ANY}
+"""The Pod fields podkit maps, as a tree (``None``: a leaf): a field outside it is reported."""
 _TEMPLATE: Tree = {"metadata": _METADATA, "spec": POD_SPEC}
 _SELECTOR: Tree = {"matchLabels": MAP, **_ignored("matchExpressions")}
 WORKLOAD_FIELDS: dict[str, Tree] = {
@@ -167,8 +168,6 @@ DOCUMENT_FIELDS: dict[str, Tree] = {
 """The tree of each document kind podkit reads."""
 
 
-# Pod fields people commonly write that podkit does not map (a sample for docs and help text;
-# the walk below reports any field outside the tree, listed here or not).
 UNSUPPORTED: tuple[str, ...] = (
     "spec.nodeSelector", "spec.affinity", "spec.tolerations", "spec.topologySpreadConstraints",
     "spec.serviceAccountName", "spec.automountServiceAccountToken", "spec.ephemeralContainers",
@@ -176,6 +175,8 @@ UNSUPPORTED: tuple[str, ...] = (
     "spec.resourceClaims", "spec.containers[].resources.claims", "spec.containers[].resizePolicy",
     "spec.volumes[].persistentVolumeClaim", "spec.volumes[].projected",
 )
+"""Pod fields people commonly write that podkit does not map (a sample for docs and help text;
+the walk reports any field outside ``POD_FIELDS``, listed here or not)."""
 
 
 def _fields(value: Any, tree: Any, path: str) -> Iterator[tuple[str, Any, Any, Tree]]:

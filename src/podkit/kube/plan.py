@@ -19,8 +19,8 @@ __all__ = [
     "VolumePlan",
 ]
 
-# An env value only known after run_sandbox; ``kube play`` puts the pod IP in its place.
 POD_IP_PLACEHOLDER = "$(podkit.status.podIP)"
+"""An env value only known after ``run_sandbox``: ``kube play`` puts the pod IP in its place."""
 
 
 @attrs.frozen

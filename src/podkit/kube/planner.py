@@ -28,6 +28,8 @@ from podkit.sandbox import DNSConfig, SandboxConfig
 __all__ = ["DEFAULT_VOLUMES_ROOT", "PlanOptions", "plan_pod", "plan_pods", "pod_to_cri"]
 
 DEFAULT_VOLUMES_ROOT = "/var/lib/podkit/kube"
+"""Where planned pods' volumes (emptyDir, configMap, secret) go when no ``volumes_root`` is
+given (``kube play`` passes ``ROOT/kube``)."""
 _PATH_AT_START = re.compile(r"^((?:spec|metadata)[^:\s]*): ")
 
 

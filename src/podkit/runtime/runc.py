@@ -188,7 +188,7 @@ class Runc:
             self._path = found
         return self._path
 
-    def _global_args(self, log: str | None) -> list[str]:
+    def _global_args(self, log: str | None) -> builtins.list[str]:
         args: list[str] = []
         if self.root is not None:
             args += ["--root", str(self.root)]
@@ -203,7 +203,7 @@ class Runc:
         args += self.extra_args
         return args
 
-    def command(self, *args: str) -> list[str]:
+    def command(self, *args: str) -> builtins.list[str]:
         """The full argv for a runtime sub-command: binary, global flags, ``args``.
 
         Used by supervisors (conmon) that start the runtime themselves.
