@@ -117,22 +117,30 @@ def _own_classes(cls: type) -> list[type]:
 
 
 def _members(cls: type) -> Iterator[str]:
-    """One line per public member podkit's classes give ``cls``, sorted by name."""
+    """One line per public member podkit's classes give ``cls``, sorted by name. Attributes
+    show their annotation as written: ``attrs.resolve_types`` or ``get_type_hints`` elsewhere
+    in the process replace an attrs field's ``type``, never the class's ``__annotations__``."""
     seen: dict[str, str] = {}
     for owner in reversed(_own_classes(cls)):
-        for name, raw in vars(owner).items():
-            if name.startswith("_"):
-                continue
-            seen[name] = _member(cls, name, raw)
-        for name, hint in getattr(owner, "__annotations__", {}).items():
-            if not name.startswith("_") and name not in vars(owner):
+        own = vars(owner)
+        for name, raw in own.items():
+            if not name.startswith("_"):
+                seen[name] = _member(cls, name, raw)
+        for name, hint in own.get("__annotations__", {}).items():
+            if not name.startswith("_") and _is_data(own.get(name)):
                 seen[name] = f"attr {name}: {_scrub(_annotation(hint))}"
-    fields = getattr(cls, "__attrs_attrs__", None)
-    for field in fields or ():
-        if not field.name.startswith("_"):
+    for field in getattr(cls, "__attrs_attrs__", None) or ():  # fields given without annotation
+        if not field.name.startswith("_") and seen.get(field.name, f"attr {field.name}") \
+                == f"attr {field.name}":
             seen[field.name] = f"attr {field.name}: {_scrub(_annotation(field.type))}"
     for name in sorted(seen):
         yield seen[name]
+
+
+def _is_data(raw: Any) -> bool:
+    """Whether a class attribute is data (absent, a value, a slot), not a method or property."""
+    return not (inspect.isfunction(raw) or isinstance(raw, (property, classmethod, staticmethod))
+                or inspect.isclass(raw))
 
 
 def _annotation(hint: Any) -> str:
@@ -160,6 +168,8 @@ def _member(cls: type, name: str, raw: Any) -> str:
         return f"{name} = {_scrub(_stable_repr(raw.value))}"
     if inspect.isclass(raw):
         return f"class {name}"
+    if inspect.ismemberdescriptor(raw) or inspect.isgetsetdescriptor(raw):  # a slot
+        return f"attr {name}"
     return f"attr {name}: {type(raw).__name__}"
 
 

@@ -28,11 +28,18 @@ def test_the_snapshot_is_up_to_date() -> None:
 
 def test_the_snapshot_does_not_depend_on_the_process() -> None:
     """Another hash seed, another working directory, the extras imported first and in another
-    order: the same text (set reprs, lazy names and import order cannot leak into it)."""
+    order, every attrs class's types resolved (as cattrs or a test may do): the same text (set
+    reprs, lazy names, import order and resolved annotations cannot leak into it)."""
     code = ("import grpc, yaml, jsonschema, podkit.cri.streaming, podkit.kube, podkit.cri\n"
-            "import importlib.util, sys\n"
+            "import contextlib, importlib, importlib.util, inspect, sys, attrs\n"
             f"spec = importlib.util.spec_from_file_location('snap', {str(SCRIPT)!r})\n"
             "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+            "for m in mod.public_modules():\n"
+            "    pub = importlib.import_module(m)\n"
+            "    for v in (getattr(pub, n) for n in mod._exported(pub)):\n"
+            "        if inspect.isclass(v) and attrs.has(v):\n"
+            "            with contextlib.suppress(Exception):\n"
+            "                attrs.resolve_types(v)\n"
             "sys.stdout.write(mod.snapshot())\n")
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
