@@ -10,7 +10,7 @@ DEB_PARTS := runc:runc crun:crun conmon:conmon /usr/lib/cni/bridge:containernetw
 	/bin/busybox:busybox-static iptables:iptables ip:iproute2 docker-registry:docker-registry \
 	openssl:openssl kubectl:kubernetes-client apparmor_parser:apparmor catatonit:catatonit
 
-.PHONY: test demo lint typecheck unit bench soak proto docs system-deps venv clean
+.PHONY: test demo lint typecheck unit bench soak proto docs api-snapshot system-deps venv clean
 
 venv: $(STAMP)
 
@@ -75,6 +75,11 @@ proto: venv
 # scripts/gen_reference.py.
 docs: venv
 	$(PY) scripts/api_docs.py --out build/docs
+
+# docs/api-snapshot.txt: the public API (docs/api.md) with signatures; tests/test_api_snapshot.py
+# fails while it is stale.
+api-snapshot: venv
+	$(PY) scripts/api_snapshot.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

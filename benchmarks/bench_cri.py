@@ -1,4 +1,4 @@
-"""Benchmark podkit.cri.server: the kubelet's pod calls over gRPC against the raw floor.
+"""Benchmark the reference CRI server: the kubelet's pod calls over gRPC against the raw floor.
 
 Each round runs one pod through the reference server (in this process, on a Unix socket, with
 a gRPC client) and one pod by hand, alternating who goes first:
@@ -42,9 +42,8 @@ import grpc
 
 from podkit import cni, netns, oci
 from podkit.cni.invoke import build_request, plugin_env
+from podkit.cri import CRIService, api_pb2_grpc, serve
 from podkit.cri import api_pb2 as pb
-from podkit.cri import api_pb2_grpc
-from podkit.cri.server import CRIService, serve
 from podkit.image import ImageStore, import_image
 from podkit.runtime import Runc
 from podkit.sandbox import PauseConfig, SandboxManager, default_networks
@@ -306,7 +305,7 @@ def main() -> int:
     med = {k: statistics.median(v) * 1000 for k, v in times.items()}
     low = {k: min(v) * 1000 for k, v in times.items()}
     rows: list[dict[str, Any]] = []
-    print(f"podkit.cri.server over gRPC vs the raw floor, {opts.rounds} rounds (ms)")
+    print(f"podkit.cri.serve over gRPC vs the raw floor, {opts.rounds} rounds (ms)")
     head = (f"{'operation':<44} {'cri med':>8} {'floor med':>9} {'ratio':>6} "
             f"{'cri min':>8} {'floor min':>9} {'ratio':>6} {'target':>7}")
     print(head)

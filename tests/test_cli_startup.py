@@ -269,7 +269,7 @@ def test_the_real_server_caps_arenas(busybox_rootfs: Path, tmp_path: Path,
 
 _STREAMING = """
 import sys
-import podkit.cri.server
+import podkit.cri.service
 print("podkit.cri.streaming" in sys.modules)
 from podkit.cri import StreamingServer, TokenCache
 from podkit.cri.streaming import server

@@ -1,5 +1,5 @@
 """examples/ci_pods.py runs against real runc and conmon (issue 23); every example imports only
-documented public names: a ``podkit`` package face and names in its ``__all__``."""
+documented public names: a public module of docs/api.md and names in its ``__all__``."""
 
 from __future__ import annotations
 
@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 import _leaks
+from api_surface import public_modules
 from support import REPO, require_binary, require_isolated
 
 pytestmark = pytest.mark.integration
 
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
-FACES = {"podkit", "podkit.cdi", "podkit.cni", "podkit.container", "podkit.cri",
-         "podkit.errors", "podkit.idmap", "podkit.image", "podkit.kube", "podkit.netns",
-         "podkit.node", "podkit.oci", "podkit.runtime", "podkit.sandbox"}
-"""The modules the docs present as podkit's faces (docs/index.md, README's table)."""
+FACES = set(public_modules())
+"""The public modules (docs/api.md's table)."""
 
 
 def _private_uses(path: Path) -> list[str]:

@@ -229,7 +229,7 @@ def test_the_rules_catch_each_kind_of_violation() -> None:
         "private: podkit.cli imports podkit.runtime.conmon._open_pidfd"
     ]
     assert list(edge_violations("podkit.runtime.conmon", "podkit._files", "atomic_write")) == []
-    assert list(edge_violations("podkit.cri.server", "podkit.sandbox", "SandboxManager")) == []
+    assert list(edge_violations("podkit.cri.service", "podkit.sandbox", "SandboxManager")) == []
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(edges) == [["a", "b", "c"]]
     assert _circle_text(["a", "b", "c"], edges) == "circle: a -> b -> c -> a"

@@ -1,4 +1,5 @@
-"""Every name a module lists in ``__all__`` is importable from it: the public API is a contract."""
+"""Every name a module lists in ``__all__`` is importable from it (the public modules are
+docs/api.md's; an internal module's ``__all__`` is what its package's face takes from it)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,8 @@ from podkit import cli
 from podkit._cli import cri, dirs
 from podkit import cdi, cgroups, cni
 from podkit.cri import build_service
-from podkit.cri.server import claim_socket, manager_streaming, pause_config, serve
+from podkit.cri.service import claim_socket, manager_streaming, serve
+from podkit.sandbox import pause_config
 from podkit.image import AuthFile, ImageStore, RegistryHosts
 from podkit.node import build_manager, load_config
 from podkit.runtime import Runc

@@ -161,7 +161,7 @@ def test_quote_bounds_long_values() -> None:
     "\udcff" * 2000,  # a lone surrogate (from a surrogateescape'd file name)
 ], ids=["ascii", "nul", "latin", "emoji", "percent", "surrogate"])
 def test_status_detail_fits_the_wire(text: str) -> None:
-    from podkit.cri.server import STATUS_DETAIL_BYTES, STATUS_DETAIL_CHARS, status_detail
+    from podkit.cri.service.errors import STATUS_DETAIL_BYTES, STATUS_DETAIL_CHARS, status_detail
 
     out = status_detail(text)
     wire = sum(1 if " " <= c <= "~" and c != "%" else 3 * len(c.encode()) for c in out)
@@ -170,7 +170,7 @@ def test_status_detail_fits_the_wire(text: str) -> None:
 
 
 def test_status_detail_keeps_short_messages() -> None:
-    from podkit.cri.server import status_detail
+    from podkit.cri.service.errors import status_detail
 
     assert status_detail("container 'x': not found") == "container 'x': not found"
 
@@ -179,7 +179,7 @@ def test_streaming_request_errors_are_bounded() -> None:
     """A malformed 10k-character request line or header is quoted briefly in the 400."""
     import socket as _socket
 
-    from podkit.cri.streaming_wire import BadRequest, read_request
+    from podkit.cri.streaming.wire import BadRequest, read_request
 
     for head in (b"GET " + b"x" * 10_000 + b"\r\n\r\n",
                  b"GET / HTTP/1.1\r\n" + b"y" * 10_000 + b"\r\n\r\n"):
@@ -197,7 +197,7 @@ def test_unexpected_errors_are_bounded_too(tmp_path: Path) -> None:
     import concurrent.futures
 
     from podkit.cri import api_pb2_grpc
-    from podkit.cri.server import _RUNTIME_METHODS, _Servicer
+    from podkit.cri.service.adapter import RUNTIME_METHODS, Servicer
 
     class _Broken:
         def Version(self, request: Any) -> Any:
@@ -208,7 +208,7 @@ def test_unexpected_errors_are_bounded_too(tmp_path: Path) -> None:
 
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(2))
     api_pb2_grpc.add_RuntimeServiceServicer_to_server(
-        _Servicer(_Broken(), _RUNTIME_METHODS), server)  # type: ignore[arg-type]
+        Servicer(_Broken(), RUNTIME_METHODS), server)  # type: ignore[arg-type]
     sock = tmp_path / "s.sock"
     server.add_insecure_port(f"unix://{sock}")
     server.start()

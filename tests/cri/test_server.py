@@ -372,8 +372,8 @@ def test_exec_attach_port_forward_unimplemented(harness: Harness) -> None:
 
 
 def test_exec_and_attach_through_the_streaming_server(harness: Harness) -> None:
-    from podkit.cri.server import manager_streaming
-    from podkit.cri.streaming_client import run_remotecommand
+    from podkit.cri.service import manager_streaming
+    from podkit.cri.streaming.client import run_remotecommand
 
     h = harness
     streaming = manager_streaming(h.manager)

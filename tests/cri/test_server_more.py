@@ -141,7 +141,7 @@ def test_cni_config_written_after_start(bridge: None, crun_harness: Harness,
     import _leaks
     from cri.helpers import BRIDGE, NETWORK, SUBNET
     from podkit import cni
-    from podkit.cri.server import CRIService
+    from podkit.cri.service import CRIService
     from podkit.runtime import Runc
     from podkit.sandbox import SandboxManager, default_network_config
 

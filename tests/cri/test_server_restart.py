@@ -149,7 +149,7 @@ def test_restart_of_the_cli_server(bridge: None, image_layouts: dict[str, Path],
         p3 = _Process(argv, sock)
         procs.append(p3)
         # the CLI serves exec through its streaming server
-        from podkit.cri.streaming_client import run_remotecommand
+        from podkit.cri.streaming.client import run_remotecommand
 
         url = p3.rt.Exec(pb.ExecRequest(container_id=ids[1], cmd=["echo", "via url"],
                                         stdout=True)).url

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from podkit.cri import api_pb2 as pb
-from podkit.cri.server import (
+from podkit.cri.service import (
     UnimplementedError,
     claim_socket,
     status_code_name,
@@ -77,14 +77,14 @@ def test_importing_podkit_cri_needs_no_grpc() -> None:
     import sys
 
     code = ("import sys; sys.modules['grpc'] = None; import podkit.cri; "
-            "import podkit.cri.server as s; print(s.CRIService.__name__)")
+            "import podkit.cri.service as s; print(s.CRIService.__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "CRIService"
 
 
 def test_events_stream_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyPatch) -> None:
-    from podkit.cri import server as srv
+    from podkit.cri import service as srv
     from podkit.cri.service import events
 
     monkeypatch.setattr(events, "EVENTS_BACKLOG", 2)
@@ -112,7 +112,7 @@ def test_events_stream_that_falls_behind_is_ended(monkeypatch: pytest.MonkeyPatc
 def test_service_takes_a_manager_made_for_it(tmp_path: Path) -> None:
     """The manager resolves container images in the service's store, with its rootfs mode and
     network loader: the service checks that and never changes the manager's settings."""
-    from podkit.cri.server import CRIService
+    from podkit.cri.service import CRIService
     from podkit.image import ImageStore
     from podkit.pods.testing import FakePodManager
 
@@ -139,7 +139,7 @@ def test_stopped_never_overtakes_started(tmp_path: Path, monkeypatch: pytest.Mon
     """The exit monitor may see a container exit while StartContainer is still announcing it:
     subscribers still get STARTED before STOPPED."""
     from cri.helpers import container_config, pod_config
-    from podkit.cri.server import CRIService
+    from podkit.cri.service import CRIService
     from podkit.image import ImageStore
     from podkit.pods.testing import FakeNetworks, FakePodManager
 
@@ -175,7 +175,7 @@ def test_stopped_never_overtakes_started(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_exec_argv_with_nul_is_refused_before_the_manager() -> None:
     """A NUL in ExecSync's or Exec's cmd used to be cut silently by the C string (exit 0)."""
-    from podkit.cri.server import CRIService
+    from podkit.cri.service import CRIService
 
     class _NoManager:
         def __getattr__(self, name: str) -> object:

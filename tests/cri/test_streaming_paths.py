@@ -1,23 +1,9 @@
-"""The streaming subpackage's module paths: the face, and the old ``streaming_*`` paths kept."""
+"""The streaming subpackage's face: what ``podkit.cri`` and the server take from it."""
 
 from __future__ import annotations
 
-import importlib
-
-import pytest
-
 import podkit.cri
 from podkit.cri import streaming
-
-PARTS = ["client", "runtime", "sessions", "spdy", "types", "wire", "ws"]
-
-
-@pytest.mark.parametrize("part", PARTS)
-def test_old_module_path_is_the_same_module(part: str) -> None:
-    old = importlib.import_module(f"podkit.cri.streaming_{part}")
-    new = importlib.import_module(f"podkit.cri.streaming.{part}")
-    assert old is new
-    assert getattr(podkit.cri, f"streaming_{part}") is new
 
 
 def test_the_face_exports_what_the_cri_package_and_server_use() -> None:

@@ -46,11 +46,11 @@ def arm():
             original_save(obj)
         m.records.save = save
     elif point == "spawned":  # conmon runs; it has not reported the container's pid yet
-        original = conmon._Launcher.__init__
+        original = conmon.Launcher.__init__
         def die(self, *a, **kw):
             original(self, *a, **kw)
             os.kill(os.getpid(), signal.SIGKILL)
-        conmon._Launcher.__init__ = die
+        conmon.Launcher.__init__ = die
     else:  # conmon reported the pid (the container exists); its record is not written
         original = conmon.Conmon._read_sync
         def die(self, *a, **kw):

@@ -19,7 +19,7 @@ from podkit.pods.config import LinuxPodSandboxConfig, PodSandboxMetadata, Sandbo
 from podkit.pods.network import network_first
 from podkit.pods.pause import PauseRootfs
 from podkit.pods.sandbox_spec import build_sandbox_spec
-from podkit.pods.steps import SandboxSteps, Step, network_alongside, network_and_files
+from podkit.pods.steps import SandboxSteps, Step, network_alongside
 from podkit.runtime.testing import FakeRuntime
 from podkit.sandbox import PauseConfig, Sandbox
 
@@ -210,13 +210,6 @@ def test_a_failed_side_stops_the_network_before_add() -> None:
     with pytest.raises(SideFailed):
         network_alongside(sandbox(), [netns, lambda sb: done.append("network")], [(files, 0)])
     assert done == ["netns"]
-
-
-def test_network_and_files_runs_the_files_then_also() -> None:
-    done: list[str] = []
-    files = Step("files", lambda sb: done.append("files"), lambda sb: None)
-    network_and_files(sandbox(), step(lambda sb: None), files, lambda sb: done.append("bundle"))
-    assert done == ["files", "bundle"]
 
 
 @pytest.mark.parametrize(("sysctls", "first"), [

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_serve(args: argparse.Namespace) -> int:
     """Recover the root, serve until SIGTERM/SIGINT, then stop cleanly (pods keep running)."""
     from podkit.cri import build_service
-    from podkit.cri.server import claim_socket, serve
+    from podkit.cri.service import claim_socket, serve
     from podkit.sandbox import SandboxManager
 
     _tune_malloc()

@@ -1,12 +1,11 @@
 """CRI v1 (``runtime.v1``) for podkit: the wire types and conversions to podkit models.
 
 ``podkit.cri.api_pb2`` holds the protobuf messages generated from podkit's own ``api.proto``
-(wire-identical to cri-api v0.36.3); ``podkit.cri.convert`` turns requests into
+(wire-identical to cri-api v0.36.3); the conversions here turn requests into
 ``SandboxConfig``/``ContainerConfig``/filters and the manager's records and stats into CRI
 statuses. ``CRIService`` (every RPC as a method, to subclass and give hooks), ``serve`` and
 ``Server`` (it on a gRPC Unix socket) are the reference CRI server of ``podkit.cri.service``
-(``podkit.cri.server`` keeps its old names; :func:`build_service` makes one from a
-``podkit.node`` config), and ``podkit.cri.streaming`` the
+(:func:`build_service` makes one from a ``podkit.node`` config), and ``podkit.cri.streaming`` the
 exec/attach/port-forward server, each imported on the first use of one of its names here (a
 server with streaming off never loads it). Importing this package never imports grpc: the
 service stubs in ``podkit.cri.api_pb2_grpc`` and ``serve`` need the ``grpc`` extra.

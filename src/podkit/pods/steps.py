@@ -361,14 +361,6 @@ def network_alongside(sb: Sandbox, network: Sequence[Callable[[Sandbox], None]],
         raise first
 
 
-def network_and_files(sb: Sandbox, network_step: Step, files_step: Step,
-                      also: Callable[[Sandbox], None] | None = None) -> None:
-    """The pod files (then ``also``) while CNI ADD runs: :func:`network_alongside` with those
-    (the name earlier versions used)."""
-    side = [(files_step.do, 0), *([(also, 0)] if also else [])]
-    network_alongside(sb, [network_step.do], side)
-
-
 def at_once(jobs: Sequence[Callable[[], None]]) -> list[BaseException | None]:
     """Run ``jobs`` each on a thread of its own (the last on this one); their errors, in
     order (``None``: done). For teardown work that needs nothing of the others (the

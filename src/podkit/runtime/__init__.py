@@ -5,7 +5,6 @@
 """
 
 from podkit.runtime.base import (
-    ContainerState,
     ExecResult,
     ExitStatus,
     Runtime,
@@ -76,7 +75,6 @@ __all__ = [
     "ConmonSupervisor",
     "Console",
     "ConsoleSocket",
-    "ContainerState",
     "Event",
     "ExecProcess",
     "ExecResult",

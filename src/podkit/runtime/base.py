@@ -2,8 +2,8 @@
 
 ``Runc`` (runc, crun) implements it; ``podkit.runtime.testing.FakeRuntime`` is a stand-in for
 unit tests. The models are normalised: runc and crun print different state/list shapes, both
-become the same ``RuntimeState`` (``ContainerState`` is its old name, kept as an alias; the
-CRI enum of the same name is ``podkit.sandbox.ContainerState``).
+become the same ``RuntimeState`` (the CRI enum of containers' states is
+``podkit.sandbox.ContainerState``, a different thing).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from podkit.runtime.io import IO
 
 __all__ = [
-    "ContainerState",
     "ExecResult",
     "ExitStatus",
     "Runtime",
@@ -151,10 +150,6 @@ class RuntimeState:
         if self.annotations:
             data["annotations"] = dict(self.annotations)
         return oci.State.from_dict(data)
-
-
-ContainerState = RuntimeState
-"""The old name of ``RuntimeState`` (kept; it clashed with the CRI enum of that name)."""
 
 
 @attrs.define(slots=True, kw_only=True)

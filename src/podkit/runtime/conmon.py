@@ -57,7 +57,6 @@ from podkit._files import atomic_write, validate_id
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
 from podkit.runtime.alongside import Alongside
-from podkit.runtime.attach import ATTACH_STDERR as ATTACH_STDERR  # importable here as before
 from podkit.runtime.attach import ATTACH_STDOUT as ATTACH_STDOUT
 from podkit.runtime.attach import DEFAULT_DETACH_KEYS, Attachment, parse_detach_keys
 from podkit.runtime.base import ExecResult, ExitStatus, RuntimeState
@@ -99,7 +98,6 @@ __all__ = [
     "parse_detach_keys",
 ]
 
-_Launcher = Launcher  # its old name here (tests that simulate a crash patch it)
 _CTL_RESIZE = 1
 _CTL_REOPEN_LOG = 2
 TIMED_OUT_MESSAGE = "command timed out"
@@ -375,7 +373,7 @@ class Conmon:
             write_fd = -1
             # conmon forks its daemon and the first process exits at once (after writing the
             # conmon pid file); it is reaped while the sync pipe is read, not polled for first
-            launcher = _Launcher(proc, argv, 60 if timeout is None else max(timeout, 1.0))
+            launcher = Launcher(proc, argv, 60 if timeout is None else max(timeout, 1.0))
             try:
                 messages = self._read_sync(read_fd, argv, timeout, want, launcher)
                 launcher.reap()
@@ -407,7 +405,7 @@ class Conmon:
 
     def _read_sync(
         self, fd: int, argv: builtins.list[str], timeout: float | None, want: int,
-        launcher: _Launcher | None = None,
+        launcher: Launcher | None = None,
     ) -> builtins.list[tuple[int, str | None]]:
         return read_sync(fd, argv, timeout, want, launcher)
 

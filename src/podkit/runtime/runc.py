@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from podkit import _files, oci
 from podkit.errors import InvalidArgumentError
 from podkit.oci import codec
-from podkit.runtime.base import ContainerState as ContainerState  # importable here as before
 from podkit.runtime.base import ExecResult, ExitStatus, Runtime, RuntimeState, Status, signal_number
 from podkit.runtime.bundle import Bundle
 from podkit.runtime.command import (

@@ -7,7 +7,6 @@ it, and adds the ``Stream*`` list RPCs.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -78,7 +77,7 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
     containerd does). ``rootfs_mode`` and ``network_loader`` here are checks only: a manager
     set up otherwise is refused (InvalidArgumentError). ``streaming`` serves
     Exec/Attach/PortForward (``None``: those answer Unimplemented); ``pause_image`` is reported
-    as pinned; ``state_dir`` is not used (kept for callers of earlier versions).
+    as pinned.
     ``registry_hosts`` (a :class:`~podkit.image.RegistryHosts`: mirrors, TLS, headers) and
     ``auth`` (credentials by registry host, e.g. an :class:`~podkit.image.AuthFile`, used when
     a PullImage request carries none) are how PullImage reaches registries.
@@ -113,7 +112,6 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
         store: _image.ImageStore,
         *,
         streaming: StreamingURLs | None = None,
-        state_dir: str | os.PathLike[str] | None = None,
         pause_image: str = "",
         runtime_handler: str = "runc",
         rootfs_mode: str | None = None,
@@ -141,7 +139,6 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
         self.mutate_pod, self.admit_pod, self.mutate_container, self.admit_container = hooks
         self.status_codes = codes
         self._init_images(registry_hosts, auth)
-        self.state_dir = Path(state_dir) if state_dir else Path(manager.state_dir) / "cri"
         self.closers: list[Callable[[], object]] = []
 
     def close(self) -> None:
@@ -162,12 +159,6 @@ class CRIService(SandboxRPCs, ContainerRPCs, StatusRPCs, ImageRPCs):
         nearest class), else podkit's table (``NotFoundError`` -> ``NOT_FOUND``, ...), else
         ``UNKNOWN``."""
         return status_code_name(exc, self.status_codes)
-
-    @property
-    def network_loader(self) -> Callable[[], Any] | None:
-        """The manager's network loader (kept for callers of earlier versions)."""
-        loader: Callable[[], Any] | None = getattr(self.manager, "network_loader", None)
-        return loader
 
     def recover(self) -> list[str]:
         """Note what is running and what already stopped, so the exit monitor announces only
