@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -119,6 +118,7 @@ def _modules_for(argv: Sequence[str]) -> tuple[str, ...]:
 def _version() -> str:
     """podkit's version: the installed distribution's (``importlib.metadata``), else
     ``podkit.__version__`` (a source tree on ``sys.path`` that was never installed)."""
+    import importlib.metadata  # only for --version: it loads email.*, which no command needs
     try:
         return importlib.metadata.version("podkit")
     except importlib.metadata.PackageNotFoundError:
@@ -126,12 +126,24 @@ def _version() -> str:
         return podkit.__version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"podkit {_version()}")
+        parser.exit()
+
+
 def _parser(modules: Sequence[str]) -> argparse.ArgumentParser:
     """The argument parser with the groups of ``modules`` registered."""
     parser = _Parser(prog="podkit", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_global_options(parser, top=True)
-    parser.add_argument("--version", action="version", version=f"podkit {_version()}",
+    parser.add_argument("--version", action=_VersionAction,
                         help="print podkit's version and exit")
     sub = parser.add_subparsers(dest="group", metavar="COMMAND")
     sub.required = True
