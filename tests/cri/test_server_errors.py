@@ -35,7 +35,6 @@ class _State:
         self.pods = sorted(p.id for p in h.manager.list_sandboxes())
         self.ctrs = sorted(c.id for c in h.manager.list_containers())
         self.rootfs = sorted(r.container_id for r in image.list_rootfs(h.store))
-        self.records = sorted(p.name for p in h.server.service.state_dir.glob("containers/*"))
         self.manager_records = sorted(
             p.name for kind in ("sandboxes", "containers")
             for p in (h.manager.state_dir / kind).glob("*.json"))
