@@ -174,8 +174,8 @@ def _note(user: str, uid: int, gid: int, no_uids: bool, no_gids: bool) -> str:
              f"cannot change to other IDs"]
     if no_gids:
         lines.append("setgroups(2) is denied in the namespace (su, sudo, initgroups fail)")
-    lines.append(f"add ranges with: usermod --add-subuids 100000-165535 --add-subgids "
-                 f"100000-165535 {user}")
+    lines.append(f"root can add a range no other user has with: usermod --add-subuids "
+                 f"<first>-<last> --add-subgids <first>-<last> {user}")
     return "; ".join(lines)
 
 
