@@ -143,7 +143,7 @@ def _fallback_runtime(uid: int, env: Mapping[str, str]) -> str:
 
 
 def default_dirs(uid: int | None = None, env: Mapping[str, str] | None = None, *,
-                 lstat: Callable[[str], os.stat_result | None] = _lstat) -> Dirs:
+                 lstat: Callable[[str], os.stat_result | None] | None = None) -> Dirs:
     """Where podkit keeps its files for user ``uid`` (default: this process's effective uid)
     with the environment ``env`` (default ``os.environ``), by podman's rules.
 
@@ -152,10 +152,12 @@ def default_dirs(uid: int | None = None, env: Mapping[str, str] | None = None, *
     state in ``$XDG_RUNTIME_DIR/podkit`` when that is a directory of the user's own, else
     ``/run/user/<uid>/podkit`` when that is, else ``$TMPDIR/podkit-run-<uid>`` (``/tmp``),
     made 0700 and checked to be the user's (an ``IDMapError`` if not). Nothing is made but
-    that fallback; ``lstat`` (``None`` for a missing path) is the seam for tests.
+    that fallback; ``lstat`` (a path's ``os.lstat``, ``None`` when it has none) is the seam
+    for tests.
     """
     uid = os.geteuid() if uid is None else uid
     env = os.environ if env is None else env
+    lstat = lstat or _lstat
     if uid == 0:
         return Dirs(data=ROOT_DATA, runtime=ROOT_RUNTIME)
     data_home = env.get("XDG_DATA_HOME", "")

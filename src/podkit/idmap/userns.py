@@ -82,12 +82,13 @@ class Holder:
     """A process in a new user namespace mapped by ``ids`` (and in new namespaces of the
     kinds in ``also``, owned by it) until :meth:`close`; ``timeout`` bounds its start.
 
-    ``writer`` writes the maps (default :func:`write_maps`, as root does; a rootless user's
-    holder has ``newuidmap``/``newgidmap`` write them: ``idmap.user_holder``). When starting
-    fails, the process is ended before the error is raised."""
+    ``writer(pid, ids)`` writes the maps (default: ``/proc/<pid>/uid_map`` and ``gid_map``
+    written directly, as root does; a rootless user's holder has ``newuidmap``/``newgidmap``
+    write them: ``idmap.user_holder``). When starting fails, the process is ended before the
+    error is raised."""
 
     def __init__(self, ids: IDMap, *, also: Sequence[str] = (), timeout: float = 10.0,
-                 writer: MapWriter = write_maps) -> None:
+                 writer: MapWriter | None = None) -> None:
         unknown = [k for k in also if k not in _FLAGS]
         if unknown:
             raise ValueError(f"namespace kinds {unknown}: want some of {sorted(_FLAGS)}")
@@ -106,7 +107,7 @@ class Holder:
         os.close(err_w)
         try:
             self._wait_unshared(timeout, err_r)
-            writer(self.pid, ids)
+            (writer or write_maps)(self.pid, ids)
         except BaseException:
             self.close()
             raise
