@@ -8,7 +8,8 @@ STAMP  := $(VENV)/.installed
 # Debian packages that provide the real parts podkit drives (binary -> package).
 DEB_PARTS := runc:runc crun:crun conmon:conmon /usr/lib/cni/bridge:containernetworking-plugins \
 	/bin/busybox:busybox-static iptables:iptables ip:iproute2 docker-registry:docker-registry \
-	openssl:openssl kubectl:kubernetes-client apparmor_parser:apparmor catatonit:catatonit
+	openssl:openssl kubectl:kubernetes-client apparmor_parser:apparmor catatonit:catatonit \
+	newuidmap:uidmap
 
 .PHONY: test demo lint typecheck unit bench soak proto docs api-snapshot system-deps venv clean
 

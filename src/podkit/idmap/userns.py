@@ -20,7 +20,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -57,11 +57,38 @@ def _program(name: str) -> str:
     return found
 
 
+MapWriter = Callable[[int, IDMap], None]
+"""Writes the maps of the new user namespace of process ``pid`` (``writer(pid, ids)``)."""
+
+
+def write_maps(pid: int, ids: IDMap) -> None:
+    """Write ``/proc/<pid>/uid_map`` and ``gid_map`` from outside the namespace (as root, or
+    with ``CAP_SETUID``/``CAP_SETGID`` over it)."""
+    for name, text in (("uid_map", ids.uid_map()), ("gid_map", ids.gid_map())):
+        write_proc(pid, name, text)
+
+
+def write_proc(pid: int, name: str, text: str) -> None:
+    """Write ``text`` to ``/proc/<pid>/<name>`` in one write (``uid_map``, ``setgroups``...)."""
+    try:
+        with open(f"/proc/{pid}/{name}", "w") as f:
+            f.write(text)
+    except OSError as exc:
+        raise IDMapError(f"write {name} {text.strip()!r} of a new user namespace: "
+                         f"{exc.strerror}") from None
+
+
 class Holder:
     """A process in a new user namespace mapped by ``ids`` (and in new namespaces of the
-    kinds in ``also``, owned by it) until :meth:`close`; ``timeout`` bounds its start."""
+    kinds in ``also``, owned by it) until :meth:`close`; ``timeout`` bounds its start.
 
-    def __init__(self, ids: IDMap, *, also: Sequence[str] = (), timeout: float = 10.0) -> None:
+    ``writer(pid, ids)`` writes the maps (default: ``/proc/<pid>/uid_map`` and ``gid_map``
+    written directly, as root does; a rootless user's holder has ``newuidmap``/``newgidmap``
+    write them: ``idmap.user_holder``). When starting fails, the process is ended before the
+    error is raised."""
+
+    def __init__(self, ids: IDMap, *, also: Sequence[str] = (), timeout: float = 10.0,
+                 writer: MapWriter | None = None) -> None:
         unknown = [k for k in also if k not in _FLAGS]
         if unknown:
             raise ValueError(f"namespace kinds {unknown}: want some of {sorted(_FLAGS)}")
@@ -80,7 +107,7 @@ class Holder:
         os.close(err_w)
         try:
             self._wait_unshared(timeout, err_r)
-            self._write_maps()
+            (writer or write_maps)(self.pid, ids)
         except BaseException:
             self.close()
             raise
@@ -115,15 +142,6 @@ class Holder:
                 raise IDMapError(f"unshare --user made no user namespace in {timeout} s")
             time.sleep(step)
             step = min(step * 2, 0.01)
-
-    def _write_maps(self) -> None:
-        for name, text in (("uid_map", self.ids.uid_map()), ("gid_map", self.ids.gid_map())):
-            try:
-                with open(f"/proc/{self.pid}/{name}", "w") as f:
-                    f.write(text)
-            except OSError as exc:
-                raise IDMapError(f"write {name} {text.strip()!r} of a new user namespace: "
-                                 f"{exc.strerror}") from None
 
     def close(self) -> None:
         """End the holding process (the namespaces live on where they are pinned or used)."""
