@@ -8,8 +8,8 @@ come from the runtime's JSON log (``--log <per-call memfd> --log-format json``) 
 default): podkit never captures a container's inherited stdout through a pipe it waits on.
 Captured command output (``state``, ``list``, ``ps``...) goes to anonymous memory files, read
 after the command exits. The result models and parsers live in ``runtime.results``, the spec
-checks in ``runtime.spec_check``, crun's cgroup workaround in ``runtime.stray_cgroups``; their
-names stay importable from here.
+checks in ``runtime.spec_check``, crun's cgroup workaround in ``runtime.stray_cgroups`` and
+runc's in ``runtime.stray_binds``; their names stay importable from here.
 
 Exit statuses come from the in-process ``Monitor`` (child subreaper): ``create`` subscribes to
 the init PID, ``exec(detach=True)`` to the exec PID, ``wait``/``wait_exec`` block on them.
@@ -85,11 +85,8 @@ from podkit.runtime.spec_check import (
     check_spec,
     refuse_or_warn,
 )
-from podkit.runtime.stray_cgroups import (
-    cgroups_path,
-    remove_stray_unified_dir,
-    stray_dirs_possible,
-)
+from podkit.runtime.stray_binds import remove_stray_exe_binds, state_dir
+from podkit.runtime.stray_cgroups import cgroups_path, remove_stray_unified_dir, stray_dirs_possible
 from podkit.runtime.usage import cgroup_stats, host_top
 
 __all__ = [
@@ -227,11 +224,13 @@ class Runc:
         extra_fds: Sequence[int] = (),
         check: bool = True,
         on_timeout: Callable[[], None] | None = None,
+        sweep: str | None = None,
     ) -> CommandResult:
         """Run one command; raise the typed error on failure (``check``) or timeout.
 
         ``extra_fds`` become the child's descriptors 3, 4, ... (``--preserve-fds``); the
-        per-call log memfd comes right after them.
+        per-call log memfd comes right after them. After a timeout, what a killed ``runc
+        init`` leaves in container ``sweep``'s state dir is removed (``stray_binds``).
         """
         call = Command(
             lambda log: [self.path, *self._global_args(log), *args], name=self.name,
@@ -244,6 +243,10 @@ class Runc:
             self._path = None
             raise NotFoundError(f"OCI runtime binary {self.binary!r} not found",
                                 call.argv) from e
+        except RuntimeTimeoutError:
+            if sweep is not None:
+                remove_stray_exe_binds(state_dir(self.root, self.name, sweep))
+            raise
         if check and res.returncode != 0:
             raise self._error(res.returncode, call.argv, res.log)
         return res
@@ -406,15 +409,13 @@ class Runc:
             )
         io = io if io is not None else NullIO()
         with self._scratch.use() as scratch:
-            pid_path = (
-                os.path.join(scratch, f"{id}.pid")
-                if pid_file is None
-                else os.path.abspath(pid_file)
-            )
+            pid_path = os.path.join(scratch, f"{id}.pid") if pid_file is None else \
+                os.path.abspath(pid_file)
             args = create_args(verb, id, str(b.path), pid_path, console_socket, no_pivot,
                                      no_new_keyring, len(extra_files), extra)
             try:
-                self._run(args, io=io, capture=False, timeout=timeout, extra_fds=extra_files)
+                self._run(args, io=io, capture=False, timeout=timeout, extra_fds=extra_files,
+                          sweep=id)
                 pid = int(Path(pid_path).read_text().strip())
             except RuntimeTimeoutError:
                 self._force_delete_quiet(id)
@@ -485,7 +486,8 @@ class Runc:
                                      no_new_keyring, 0, [])
             try:
                 res = self._run(args, io=io if io is not None else NullIO(), capture=False,
-                                timeout=timeout if timeout is not None else 0, check=False)
+                                timeout=timeout if timeout is not None else 0, check=False,
+                                sweep=id)
             except RuntimeTimeoutError:
                 self._force_delete_quiet(id)
                 raise
@@ -639,7 +641,7 @@ class Runc:
                 args.append(id)
                 if detach:
                     self._run(args, io=io if io is not None else NullIO(), capture=False,
-                              timeout=timeout)
+                              timeout=timeout, sweep=id)
                     pid = int(Path(pid_path).read_text().strip())
                     try:
                         sub: Subscription | None = monitor.subscribe(pid)
@@ -648,7 +650,7 @@ class Runc:
                     return ExecProcess(id=id, pid=pid, subscription=sub)
                 res = self._run(args, io=io if io is not None else NullIO(), capture=False,
                                 timeout=timeout if timeout is not None else 0, check=False,
-                                on_timeout=lambda: kill_pid_file(pid_path))
+                                on_timeout=lambda: kill_pid_file(pid_path), sweep=id)
                 if res.returncode != 0 and logged_error(res.log):
                     raise self._error(res.returncode, self.command(*args), res.log)
                 return status_from_rc(res.returncode)
@@ -722,7 +724,7 @@ class Runc:
             return run_capped(
                 lambda output, on_timeout: self._run(
                     argv, io=output, capture=False, check=False, on_timeout=on_timeout,
-                    timeout=timeout if timeout is not None else 0),
+                    timeout=timeout if timeout is not None else 0, sweep=id),
                 pid_path, lambda res: self._error(res.returncode, self.command(*argv), res.log))
 
     # -- supervision ---------------------------------------------------------------------------
