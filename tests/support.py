@@ -112,3 +112,9 @@ def idmap_dir(prefix: str) -> Iterator[Path]:
         idmap.unmount_under(d)
         shutil.rmtree(d, ignore_errors=True)
         image.unlink(missing_ok=True)
+
+
+def walk(top: Path) -> list[Path]:
+    """Every path below ``top``, as ``rglob("*")`` but passing over a directory that goes while
+    it is read (a manager's trash thread empties and removes ``.trash`` in the background)."""
+    return [Path(d, n) for d, dirs, files in os.walk(top) for n in (*dirs, *files)]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from podkit._files import is_atomic_temp
-from support import REPO
+from support import REPO, walk
 
 from ._pods import leaked, leftovers, make_manager, snapshot
 
@@ -81,7 +81,7 @@ def _census(base: Path) -> list[str]:
         d = conmon / sub
         out += [f"conmon {p}" for p in sorted(d.iterdir())] if d.is_dir() else []
     for top in (base / "state", base / "root"):
-        out += [f"temp {p}" for p in top.rglob("*") if is_atomic_temp(p.name)]
+        out += [f"temp {p}" for p in walk(top) if is_atomic_temp(p.name)]
     marker = str(base).encode()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():

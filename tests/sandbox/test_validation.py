@@ -49,6 +49,7 @@ from podkit.sandbox import (
     SandboxManager,
     validate_sandbox_config,
 )
+from support import walk
 
 from .test_manager import FakeSupervisor
 
@@ -351,7 +352,7 @@ def host_pod(**kw: Any) -> SandboxConfig:
 
 
 def files_under(tmp_path: Path) -> list[str]:
-    return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+    return sorted(str(p.relative_to(tmp_path)) for p in walk(tmp_path)
                   if "rootfs" not in p.parts)
 
 
